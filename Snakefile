@@ -1,0 +1,23 @@
+# icml25: one target reproduces every configured study, raw data -> results table.
+#   snakemake all                      # results/<scale>/summary.md for config/config.yaml's scale (mini)
+#   snakemake all --config scale=smoke # seconds per study, for tests
+#   snakemake results/mini/tables/sand.md   # one study's table
+# Every rule calls the `icml25` CLI; see rules/*.smk.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(SCALE),

@@ -1,0 +1,86 @@
+# Config loading, validation and enumeration of studies/methods/seeds. Imports only light modules
+# (a no-op `snakemake -n` must stay fast).
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from icml25.core import config as icfg
+from icml25.core import provenance
+
+validate(config, "../config/config.schema.yaml")
+
+ROOT = Path(workflow.basedir)
+SCALE = config["scale"]
+THREADS = int(config["threads"])
+ENV = "../envs/icml25.yaml"
+
+wildcard_constraints:
+    scale="smoke|mini|full",
+    study="[a-z][a-z0-9_]*",
+    method="[a-z][a-z0-9_]*",
+    seed=r"\d+",
+
+
+_RAW = {}
+
+
+def study_raw(study):
+    """The study's yaml, validated once per Snakemake invocation."""
+    if study not in _RAW:
+        try:
+            _RAW[study] = icfg.load_study(ROOT, study)
+        except icfg.UserError as exc:
+            raise WorkflowError(str(exc)) from None
+    return _RAW[study]
+
+
+def study_cfg(study, scale):
+    try:
+        return icfg.effective(study_raw(study), scale)
+    except icfg.UserError as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+for _s in config["studies"]:
+    study_raw(_s)
+
+
+def has_base(study):
+    return bool(study_raw(study).get("has_base", False))
+
+
+def run_dirs(study, scale):
+    cfg = study_cfg(study, scale)
+    return [f"results/{scale}/{study}/{m}/seed{s}" for m in cfg["methods"] for s in cfg["seeds"]]
+
+
+def res(rule_name, key, default):
+    """Per-study, per-scale resources from config/studies/<study>.yaml (scales.<scale>.resources.<rule>)."""
+
+    def get(wc):
+        r = study_cfg(wc.study, wc.scale).get("resources", {}).get(rule_name, {})
+        return r.get(key, default)
+
+    return get
+
+
+# Rerun triggers: rules call a CLI, so Snakemake cannot see code changes itself. These hashes are
+# rule params; changing one study's config or code reruns only that study's jobs.
+def data_params(wc):
+    cfg = study_cfg(wc.study, wc.scale)
+    return icfg.config_hash(cfg.get("data", {})) + "-" + provenance.code_hash(wc.study, "data*.py")
+
+
+def run_params(wc):
+    cfg = study_cfg(wc.study, wc.scale)
+    return icfg.config_hash(cfg) + "-" + provenance.code_hash(wc.study)
+
+
+def all_targets(scale):
+    out = [f"results/{scale}/summary.md", f"results/{scale}/metrics.parquet"]
+    if config.get("tracking", True):
+        out += [f"results/{scale}/{s}/mlflow_runs.json" for s in config["studies"]]
+    return out
+
+
+CLI = "icml25 {stage} --scale {wildcards.scale} --study {wildcards.study} --threads {threads}"

@@ -1,0 +1,43 @@
+# download -> preprocess. Outputs are manifests (file list + sha256) written last; data/ is DVC-tracked.
+
+
+rule data:
+    # Build every configured study's data (the DVC flow: `snakemake data`, `dvc add data`, `dvc push`).
+    input:
+        expand("data/processed/{scale}/{study}/MANIFEST.json", scale=SCALE, study=config["studies"]),
+
+
+rule download:
+    output:
+        "data/raw/{scale}/{study}/MANIFEST.json",
+    params:
+        trigger=data_params,
+    log:
+        "logs/download/{scale}/{study}.log",
+    threads: THREADS
+    resources:
+        mem_mb=res("download", "mem_mb", 2000),
+        runtime=res("download", "runtime", 30),
+    conda:
+        ENV
+    shell:
+        CLI.format(stage="download") + " > {log} 2>&1"
+
+
+rule preprocess:
+    input:
+        "data/raw/{scale}/{study}/MANIFEST.json",
+    output:
+        "data/processed/{scale}/{study}/MANIFEST.json",
+    params:
+        trigger=data_params,
+    log:
+        "logs/preprocess/{scale}/{study}.log",
+    threads: THREADS
+    resources:
+        mem_mb=res("preprocess", "mem_mb", 4000),
+        runtime=res("preprocess", "runtime", 30),
+    conda:
+        ENV
+    shell:
+        CLI.format(stage="preprocess") + " > {log} 2>&1"

@@ -1,0 +1,249 @@
+"""`icml25 <stage> --study S [--method M --seed N]`: the command every Snakemake rule runs.
+
+Each stage can be run and debugged by hand without Snakemake. Bad input exits with code 2 and one
+line on stderr naming the problem and the fix.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .core.errors import UserError
+
+STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "track", "summary", "list")
+
+
+class Ctx:
+    """Paths and configs of one invocation."""
+
+    def __init__(self, args):
+        from .core import config
+
+        self.root = Path(args.root).resolve()
+        self.main = config.load_main(self.root)
+        self.scale = args.scale or self.main["scale"]
+        if self.scale not in config.SCALES:
+            raise UserError(f"unknown scale '{self.scale}': choose one of {', '.join(config.SCALES)}")
+        self.threads = args.threads or self.main["threads"]
+        self.args = args
+
+    def study(self, name: str):
+        from .core import config, registry
+
+        study = registry.get_study(name)
+        raw = config.load_study(self.root, name)
+        unknown = [m for m in raw["methods"] if m not in study.methods]
+        if unknown:
+            raise UserError(f"config/studies/{name}.yaml lists unknown method(s) {unknown}; known: {', '.join(study.methods)}")
+        cfg = config.effective(raw, self.scale)
+        if study.validate:
+            study.validate(cfg)
+        return study, cfg
+
+    def raw_dir(self, study: str) -> Path:
+        return self.root / "data" / "raw" / self.scale / study
+
+    def data_dir(self, study: str) -> Path:
+        return self.root / "data" / "processed" / self.scale / study
+
+    def results(self) -> Path:
+        return self.root / "results" / self.scale
+
+    def base_dir(self, study: str) -> Path:
+        return self.results() / study / "base"
+
+    def run_dir(self, study: str, method: str, seed: int) -> Path:
+        return self.results() / study / method / f"seed{seed}"
+
+
+def _hint(ctx: Ctx, stage: str, study: str) -> str:
+    return f"`icml25 {stage} --study {study} --scale {ctx.scale}` (or the matching snakemake target)"
+
+
+def cmd_download(ctx: Ctx, a) -> None:
+    from .core import manifest
+
+    study, cfg = ctx.study(a.study)
+    out = ctx.raw_dir(a.study)
+    out.mkdir(parents=True, exist_ok=True)
+    study.download(cfg, out)
+    manifest.write(out, study=a.study, scale=ctx.scale, stage="download")
+
+
+def cmd_preprocess(ctx: Ctx, a) -> None:
+    from .core import manifest
+
+    study, cfg = ctx.study(a.study)
+    raw = ctx.raw_dir(a.study)
+    manifest.verify(raw, _hint(ctx, "download", a.study))
+    out = ctx.data_dir(a.study)
+    out.mkdir(parents=True, exist_ok=True)
+    study.preprocess(cfg, raw, out)
+    manifest.write(out, study=a.study, scale=ctx.scale, stage="preprocess")
+
+
+def cmd_fit_base(ctx: Ctx, a) -> None:
+    from .core import manifest, runtime
+
+    study, cfg = ctx.study(a.study)
+    if study.fit_base is None:
+        raise UserError(f"study '{a.study}' has no fit_base stage")
+    data = ctx.data_dir(a.study)
+    manifest.verify(data, _hint(ctx, "preprocess", a.study))
+    runtime.seed_everything(cfg.get("base_seed", 0))
+    out = ctx.base_dir(a.study)
+    out.mkdir(parents=True, exist_ok=True)
+    study.fit_base(cfg, data, out)
+    manifest.write(out, study=a.study, scale=ctx.scale, stage="fit_base")
+
+
+def _run_inputs(ctx: Ctx, a):
+    from .core import manifest
+
+    study, cfg = ctx.study(a.study)
+    study.check_method(a.method)
+    if a.seed < 0:
+        raise UserError(f"seed must be a non-negative integer, got {a.seed}")
+    data = ctx.data_dir(a.study)
+    manifest.verify(data, _hint(ctx, "preprocess", a.study))
+    base = None
+    if study.fit_base is not None:
+        base = ctx.base_dir(a.study)
+        manifest.verify(base, _hint(ctx, "fit-base", a.study))
+    return study, cfg, data, base
+
+
+def cmd_train(ctx: Ctx, a) -> None:
+    import pandas as pd
+
+    from .core import io, runtime
+
+    study, cfg, data, base = _run_inputs(ctx, a)
+    run = ctx.run_dir(a.study, a.method, a.seed)
+    run.mkdir(parents=True, exist_ok=True)
+    runtime.seed_everything(a.seed)
+    wall, cpu = time.time(), time.process_time()
+    res = study.train(cfg, a.method, a.seed, data, base, run) or {}
+    curves = pd.DataFrame(res.get("curves", []), columns=["setting", "metric", "step", "value"])
+    io.write_parquet(run / "curves.parquet", curves)
+    io.write_json(run / "train.json", {
+        "metrics": res.get("metrics", []),
+        "wall_seconds": time.time() - wall, "cpu_seconds": time.process_time() - cpu,
+        "threads": ctx.threads,
+    })
+
+
+def cmd_evaluate(ctx: Ctx, a) -> None:
+    from .core import config, io, provenance, runtime
+
+    study, cfg, data, base = _run_inputs(ctx, a)
+    run = ctx.run_dir(a.study, a.method, a.seed)
+    if not (run / "train.json").exists():
+        raise UserError(f"missing {run / 'train.json'}: run `icml25 train --study {a.study} --method {a.method} --seed {a.seed}` first")
+    runtime.seed_everything(a.seed)
+    rows = io.read_json(run / "train.json")["metrics"] + list(study.evaluate(cfg, a.method, a.seed, data, base, run))
+    for r in rows:
+        if set(r) != {"setting", "metric", "value"} or r["metric"] not in study.metrics:
+            raise RuntimeError(f"study {a.study}: metric row {r} does not follow the declared schema {sorted(study.metrics)}")
+        r["value"] = float(r["value"])
+    io.write_json(run / "metrics.json", {
+        "study": a.study, "scale": ctx.scale, "method": a.method, "seed": a.seed,
+        "paper_method": a.method == study.paper_method,
+        "git_commit": provenance.git_commit(ctx.root),
+        "config_hash": config.config_hash(cfg),
+        "code_hash": provenance.code_hash(a.study),
+        "data_hash": provenance.data_hash(data),
+        "params": config.flatten(cfg),
+        "metrics": rows,
+    })
+
+
+def _metric_files(ctx: Ctx, cfg: dict) -> list[Path]:
+    files = [ctx.run_dir(cfg["study"], m, s) / "metrics.json" for m in cfg["methods"] for s in cfg["seeds"]]
+    missing = [f for f in files if not f.exists()]
+    if missing:
+        raise UserError(f"missing run results {missing[0]} (and {len(missing) - 1} more); run the train/evaluate stages first")
+    return files
+
+
+def cmd_table(ctx: Ctx, a) -> None:
+    from . import tables
+
+    study, cfg = ctx.study(a.study)
+    out = ctx.results() / "tables"
+    tables.write_study_table(study, cfg, _metric_files(ctx, cfg), out / f"{a.study}.csv",
+                             out / f"{a.study}.md", out / f"{a.study}.claims.json")
+
+
+def cmd_track(ctx: Ctx, a) -> None:
+    from .core import io, tracking
+
+    study, cfg = ctx.study(a.study)
+    files = _metric_files(ctx, cfg)
+    uri = a.tracking_uri or ctx.main["tracking_uri"]
+    runs = tracking.ingest_study(uri, ctx.root, ctx.scale, a.study, [f.parent for f in files])
+    io.write_json(ctx.results() / a.study / "mlflow_runs.json",
+                  {"tracking_uri": uri, "experiment": f"{ctx.scale}/{a.study}", "runs": runs})
+
+
+def cmd_summary(ctx: Ctx, a) -> None:
+    from . import tables
+
+    studies = a.studies or ctx.main["studies"]
+    claim_files, metric_files = [], []
+    for name in studies:
+        _, cfg = ctx.study(name)
+        claim_files.append(ctx.results() / "tables" / f"{name}.claims.json")
+        metric_files += _metric_files(ctx, cfg)
+    tables.write_summary(claim_files, metric_files, ctx.results() / "summary.md",
+                         ctx.results() / "metrics.parquet", ctx.scale)
+
+
+def cmd_list(ctx: Ctx, a) -> None:
+    from .core import registry
+
+    for name in registry.available():
+        study, cfg = ctx.study(name)
+        print(f"{name}: {study.paper.title}\n  methods: {', '.join(cfg['methods'])}; seeds ({ctx.scale}): {cfg['seeds']}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="icml25", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="stage", required=True)
+    for stage in STAGES:
+        s = sub.add_parser(stage)
+        s.add_argument("--root", default=".", help="repository root (default: current directory)")
+        s.add_argument("--scale", choices=None, help="smoke | mini | full (default: config/config.yaml)")
+        s.add_argument("--threads", type=int, help="torch/BLAS threads (default: config/config.yaml)")
+        if stage in ("download", "preprocess", "fit-base", "train", "evaluate", "table", "track"):
+            s.add_argument("--study", required=True)
+        if stage in ("train", "evaluate"):
+            s.add_argument("--method", required=True)
+            s.add_argument("--seed", type=int, required=True)
+        if stage == "track":
+            s.add_argument("--tracking-uri", help="override tracking_uri from config")
+        if stage == "summary":
+            s.add_argument("--studies", nargs="*", help="default: the studies in config/config.yaml")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.threads is not None and args.threads < 1:
+            raise UserError(f"--threads must be >= 1, got {args.threads}")
+        ctx = Ctx(args)
+        from .core import runtime
+
+        runtime.set_threads(ctx.threads)
+        globals()["cmd_" + args.stage.replace("-", "_")](ctx, args)
+    except UserError as exc:
+        print(f"icml25: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Shared machinery: config, registry, io, provenance, tracking, downloads. Light imports only."""

@@ -1,0 +1,109 @@
+"""The study contract and the registry.
+
+A study is the package `icml25.studies.<name>` whose `study` module defines `STUDY`, a `Study`.
+The shared machinery only calls the hooks below; a study never knows about Snakemake or MLflow.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .errors import UserError
+
+VERDICTS = ("holds", "fails", "n.a.")
+
+
+@dataclass(frozen=True)
+class Paper:
+    title: str
+    authors: str
+    arxiv: str
+    code: str
+    venue: str = "ICML 2025"
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    label: str
+    is_paper_method: bool = False
+    description: str = ""
+
+
+@dataclass
+class ClaimResult:
+    verdict: str  # holds | fails | n.a.
+    ours: str  # the numbers behind the verdict, in words
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A qualitative claim of the paper, checked in code over the aggregated results.
+
+    `check(agg, cfg)` gets the aggregated frame (method, setting, metric, mean, std, n, values) and
+    the effective config; it returns a ClaimResult with the numbers. It must return n.a. (not fail)
+    when the rows it needs are absent, e.g. a method disabled in config.
+    """
+
+    id: str
+    text: str
+    paper: str  # the paper's figure, e.g. "Madelon .732 vs .642 (Table 2)"
+    check: Callable[[Any, dict], ClaimResult]
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    paper: Paper
+    methods: dict[str, Method]
+    # metric name -> (description, "higher"|"lower"|"") ; evaluate/train rows must use these names
+    metrics: dict[str, tuple[str, str]]
+    download: Callable[[dict, Path], None]
+    preprocess: Callable[[dict, Path, Path], None]
+    train: Callable[[dict, str, int, Path, Optional[Path], Path], dict]
+    evaluate: Callable[[dict, str, int, Path, Optional[Path], Path], list]
+    make_table: Callable[[Any, dict], Any]
+    claims: list[Claim]
+    stand_ins: dict[str, str] = field(default_factory=dict)  # scale -> what stands in for the paper's setup
+    fit_base: Optional[Callable[[dict, Path, Path], None]] = None
+    validate: Optional[Callable[[dict], None]] = None  # raise UserError on values the schema cannot express
+    figures: Optional[Callable[[Any, dict, Path], list]] = None
+
+    @property
+    def paper_method(self) -> str:
+        return next(m.name for m in self.methods.values() if m.is_paper_method)
+
+    def check_method(self, method: str) -> Method:
+        if method not in self.methods:
+            raise UserError(
+                f"unknown method '{method}' for study '{self.name}'; known: {', '.join(self.methods)}"
+            )
+        return self.methods[method]
+
+
+def available() -> list[str]:
+    import icml25.studies as pkg
+
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.ispkg)
+
+
+def get_study(name: str) -> Study:
+    known = available()
+    if name not in known:
+        raise UserError(f"unknown study '{name}'; known studies: {', '.join(known)}")
+    module = importlib.import_module(f"icml25.studies.{name}.study")
+    study = getattr(module, "STUDY", None)
+    if not isinstance(study, Study) or study.name != name:
+        raise RuntimeError(f"icml25.studies.{name}.study must define STUDY = Study(name='{name}', ...)")
+    return study
+
+
+def study_dir(name: str) -> Path:
+    return Path(__file__).resolve().parent.parent / "studies" / name

@@ -1,0 +1,1 @@
+"""One package per paper. Each exposes `STUDY` (an `icml25.core.registry.Study`) from `study.py`."""

@@ -1,0 +1,94 @@
+"""One-hidden-layer MLP and a minimal, deterministic training loop (Adam, mini-batches).
+
+Classification: cross-entropy loss, metric = accuracy.  Regression: L1 (MAE) loss, metric = MAE.
+Batches are drawn with ``torch.randperm`` from the global torch RNG (seed it beforehand); the
+last partial batch is kept.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def default_hidden(n_features: int, hidden: int | None = None) -> int:
+    return int(hidden) if hidden else max(16, n_features // 3)
+
+
+class MLP(nn.Module):
+    """[front] -> Linear(n_in, hidden) -> ReLU -> Linear(hidden, n_out).
+
+    ``front`` is an optional feature-selection layer (SANDLayer, STGGate) applied to x first.
+    """
+
+    def __init__(self, n_in: int, hidden: int, n_out: int, front: nn.Module | None = None):
+        super().__init__()
+        self.front = front
+        self.fc1 = nn.Linear(n_in, hidden)
+        self.fc2 = nn.Linear(hidden, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.front is not None:
+            x = self.front(x)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def n_outputs(task: str, y: np.ndarray) -> int:
+    return int(np.max(y)) + 1 if task == "clf" else 1
+
+
+def loss_fn(task: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if task == "clf":
+        return nn.functional.cross_entropy(out, y)
+    return (out.squeeze(-1) - y).abs().mean()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor, task: str) -> float:
+    """Accuracy (clf) or MAE (reg) in eval mode."""
+    was = model.training
+    model.eval()
+    out = model(X)
+    model.train(was)
+    if task == "clf":
+        return float((out.argmax(-1) == y).float().mean())
+    return float((out.squeeze(-1) - y).abs().mean())
+
+
+def as_tensors(X: np.ndarray, y: np.ndarray, task: str) -> tuple[torch.Tensor, torch.Tensor]:
+    Xt = torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32)
+    yt = torch.as_tensor(np.ascontiguousarray(y), dtype=torch.long if task == "clf" else torch.float32)
+    return Xt, yt
+
+
+def fit(model: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xva: torch.Tensor, yva: torch.Tensor,
+        task: str, epochs: int, batch_size: int = 64, lr: float = 1e-3,
+        penalty: Callable[[], torch.Tensor] | None = None, prefix: str = "",
+        curves: list | None = None) -> list[dict]:
+    """Train ``model`` in place for ``epochs`` epochs; append per-epoch curves and return them.
+
+    Curves: ``{prefix}train_loss`` (mean batch loss incl. penalty) and ``{prefix}val_metric``,
+    step = epoch (1-based).
+    """
+    curves = [] if curves is None else curves
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    n = Xtr.shape[0]
+    for ep in range(1, int(epochs) + 1):
+        model.train()
+        perm = torch.randperm(n)
+        tot, nb = 0.0, 0
+        for i in range(0, n, batch_size):
+            idx = perm[i:i + batch_size]
+            loss = loss_fn(task, model(Xtr[idx]), ytr[idx])
+            if penalty is not None:
+                loss = loss + penalty()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            tot += float(loss.detach())
+            nb += 1
+        curves.append({"step": ep, "metric": f"{prefix}train_loss", "value": tot / max(nb, 1)})
+        curves.append({"step": ep, "metric": f"{prefix}val_metric", "value": evaluate(model, Xva, yva, task)})
+    return curves

@@ -1,0 +1,139 @@
+"""Aggregation across seeds, per-study tables, claim checks, the metrics parquet and the summary.
+
+Built from the run files only (never from MLflow), so the tables are reproducible from `results/`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .core.io import read_json, write_json, write_parquet, write_text
+from .core.registry import ClaimResult, Study
+
+LONG_COLUMNS = ["study", "scale", "method", "seed", "setting", "metric", "value"]
+
+
+def collect(metric_files: list[Path]):
+    """Long frame of every final metric of the given runs' metrics.json files."""
+    import pandas as pd
+
+    rows = []
+    for path in metric_files:
+        rec = read_json(path)
+        for r in rec["metrics"]:
+            rows.append({
+                "study": rec["study"], "scale": rec["scale"], "method": rec["method"], "seed": int(rec["seed"]),
+                "setting": r["setting"], "metric": r["metric"], "value": float(r["value"]),
+            })
+    return pd.DataFrame(rows, columns=LONG_COLUMNS)
+
+
+def aggregate(long):
+    """mean, sample std (ddof=1; 0 for one seed), n and the per-seed values per (method, setting, metric)."""
+    g = long.groupby(["method", "setting", "metric"], sort=False)["value"]
+    agg = g.agg(mean="mean", std=lambda v: float(v.std(ddof=1)) if len(v) > 1 else 0.0, n="count")
+    agg["values"] = g.apply(list)
+    return agg.reset_index()
+
+
+def fmt(mean: float, std: float | None = None, digits: int = 3) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    if std is None:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def lookup(agg, method: str, setting: str, metric: str):
+    """(mean, std, n) of one cell, or None when the run set has no such row."""
+    row = agg[(agg.method == method) & (agg.setting == setting) & (agg.metric == metric)]
+    if row.empty:
+        return None
+    r = row.iloc[0]
+    return float(r["mean"]), float(r["std"]), int(r["n"])
+
+
+def check_claims(study: Study, agg, cfg: dict) -> list[dict]:
+    out = []
+    for claim in study.claims:
+        try:
+            res = claim.check(agg, cfg)
+        except KeyError as exc:  # a needed row is absent (method or dataset disabled in config)
+            res = ClaimResult("n.a.", f"missing result {exc}")
+        out.append({"id": claim.id, "claim": claim.text, "paper": claim.paper,
+                    "ours": res.ours, "verdict": res.verdict})
+    return out
+
+
+def _md_table(frame) -> str:
+    cols = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv: Path, out_md: Path,
+                      out_claims: Path) -> None:
+    long = collect(metric_files)
+    agg = aggregate(long)
+    table = study.make_table(agg, cfg)
+    claims = check_claims(study, agg, cfg)
+    csv = agg.drop(columns=["values"]).copy()
+    csv.insert(0, "study", study.name)
+    csv.insert(1, "scale", cfg["scale"])
+    write_text(out_csv, csv.to_csv(index=False))
+    p = study.paper
+    stand_in = study.stand_ins.get(cfg["scale"], "")
+    seeds = sorted(long.seed.unique().tolist())
+    md = [
+        f"# {study.name}: {p.title}",
+        "",
+        f"{p.authors}, {p.venue}, arXiv {p.arxiv}; official code: {p.code}.",
+        "",
+        f"Scale **{cfg['scale']}**, seeds {seeds}; cells are mean ± std over seeds."
+        + (f" Stand-ins at this scale: {stand_in}" if stand_in else ""),
+        "",
+        _md_table(table),
+        "",
+        "## Claims",
+        "",
+        _md_table(_claims_frame(claims)),
+        "",
+    ]
+    write_text(out_md, "\n".join(md))
+    write_json(out_claims, {"study": study.name, "scale": cfg["scale"], "title": p.title, "claims": claims})
+
+
+def _claims_frame(claims: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame([{k: c[k] for k in ("claim", "paper", "ours", "verdict")} for c in claims])
+
+
+def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Path, out_parquet: Path,
+                  scale: str) -> None:
+    import pandas as pd
+
+    write_parquet(out_parquet, collect(metric_files))
+    rows = []
+    for path in claim_files:
+        rec = json.loads(Path(path).read_text())
+        for c in rec["claims"]:
+            rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
+                         "paper's figure": c["paper"], "ours": c["ours"], "verdict": c["verdict"]})
+    frame = pd.DataFrame(rows, columns=["study", "paper", "claim", "paper's figure", "ours", "verdict"])
+    counts = frame.verdict.value_counts().to_dict() if len(frame) else {}
+    md = [
+        f"# icml25 summary ({scale} scale)",
+        "",
+        "One row per claim; verdicts are computed by each study's claim checks from the run files. "
+        "Per-study tables: `results/" + scale + "/tables/<study>.md`.",
+        "",
+        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        "",
+        _md_table(frame),
+        "",
+    ]
+    write_text(out_md, "\n".join(md))

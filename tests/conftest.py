@@ -1,0 +1,55 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# What a copy of the workflow needs (the package itself is installed in the venv).
+WORKFLOW_FILES = ["Snakefile", "rules", "config", "profiles", "envs"]
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+def copy_workflow(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def git_init(path: Path) -> None:
+    run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)
+    run("init", "-q")
+    run("-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture")
+
+
+def snakemake(cwd: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).with_name("snakemake")
+    proc = subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture
+def workflow_copy(tmp_path) -> Path:
+    return copy_workflow(tmp_path / "wf")
+
+
+@pytest.fixture(scope="session")
+def smoke_tree(tmp_path_factory) -> Path:
+    """The whole DAG at smoke scale, run once through the real snakemake CLI (shared by tests)."""
+    root = copy_workflow(tmp_path_factory.mktemp("smoke") / "wf")
+    git_init(root)
+    snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
+    return root
