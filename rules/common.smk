@@ -54,6 +54,18 @@ def run_dirs(study, scale):
     return [f"results/{scale}/{study}/{m}/seed{s}" for m in cfg["methods"] for s in cfg["seeds"]]
 
 
+def base_input(wc):
+    return [f"results/{wc.scale}/{wc.study}/base/MANIFEST.json"] if has_base(wc.study) else []
+
+
+def run_metrics(wc):
+    return [f"{d}/metrics.json" for d in run_dirs(wc.study, wc.scale)]
+
+
+def all_run_metrics(wc):
+    return [f"{d}/metrics.json" for s in config["studies"] for d in run_dirs(s, wc.scale)]
+
+
 def res(rule_name, key, default):
     """Per-study, per-scale resources from config/studies/<study>.yaml (scales.<scale>.resources.<rule>)."""
 
@@ -68,12 +80,12 @@ def res(rule_name, key, default):
 # rule params; changing one study's config or code reruns only that study's jobs.
 def data_params(wc):
     cfg = study_cfg(wc.study, wc.scale)
-    return icfg.config_hash(cfg.get("data", {})) + "-" + provenance.code_hash(wc.study, "data*.py")
+    return f'{icfg.config_hash(cfg.get("data", {}))}-{provenance.code_hash(wc.study, "data*.py")}'
 
 
 def run_params(wc):
     cfg = study_cfg(wc.study, wc.scale)
-    return icfg.config_hash(cfg) + "-" + provenance.code_hash(wc.study)
+    return f"{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study)}"
 
 
 def all_targets(scale):
@@ -83,4 +95,6 @@ def all_targets(scale):
     return out
 
 
-CLI = "icml25 {stage} --scale {wildcards.scale} --study {wildcards.study} --threads {threads}"
+def cli(stage):
+    """The shell command of a per-study stage (placeholders are filled by Snakemake)."""
+    return f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"

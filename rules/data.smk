@@ -21,7 +21,7 @@ rule download:
     conda:
         ENV
     shell:
-        CLI.format(stage="download") + " > {log} 2>&1"
+        cli("download") + " > {log} 2>&1"
 
 
 rule preprocess:
@@ -40,4 +40,4 @@ rule preprocess:
     conda:
         ENV
     shell:
-        CLI.format(stage="preprocess") + " > {log} 2>&1"
+        cli("preprocess") + " > {log} 2>&1"

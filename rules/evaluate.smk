@@ -20,4 +20,4 @@ rule evaluate:
     conda:
         ENV
     shell:
-        CLI.format(stage="evaluate") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"
+        cli("evaluate") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"

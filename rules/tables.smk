@@ -3,10 +3,6 @@
 localrules: table, track, summary
 
 
-def run_metrics(wc):
-    return [d + "/metrics.json" for d in run_dirs(wc.study, wc.scale)]
-
-
 rule table:
     input:
         run_metrics,
@@ -22,7 +18,7 @@ rule table:
     conda:
         ENV
     shell:
-        CLI.format(stage="table") + " > {log} 2>&1"
+        cli("table") + " > {log} 2>&1"
 
 
 rule track:
@@ -39,13 +35,13 @@ rule track:
     conda:
         ENV
     shell:
-        CLI.format(stage="track") + " --tracking-uri '{params.uri}' > {log} 2>&1"
+        cli("track") + " --tracking-uri '{params.uri}' > {log} 2>&1"
 
 
 rule summary:
     input:
         claims=lambda wc: expand("results/{scale}/tables/{study}.claims.json", scale=wc.scale, study=config["studies"]),
-        metrics=lambda wc: [f + "/metrics.json" for s in config["studies"] for f in run_dirs(s, wc.scale)],
+        metrics=all_run_metrics,
     output:
         md="results/{scale}/summary.md",
         parquet="results/{scale}/metrics.parquet",

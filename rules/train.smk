@@ -1,10 +1,6 @@
 # fit_base (studies that declare has_base) -> train, one job per (method, seed).
 
 
-def base_input(wc):
-    return [f"results/{wc.scale}/{wc.study}/base/MANIFEST.json"] if has_base(wc.study) else []
-
-
 rule fit_base:
     input:
         "data/processed/{scale}/{study}/MANIFEST.json",
@@ -22,7 +18,7 @@ rule fit_base:
     conda:
         ENV
     shell:
-        CLI.format(stage="fit-base") + " > {log} 2>&1"
+        cli("fit-base") + " > {log} 2>&1"
 
 
 rule train:
@@ -43,4 +39,4 @@ rule train:
     conda:
         ENV
     shell:
-        CLI.format(stage="train") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"
+        cli("train") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"

@@ -71,8 +71,31 @@ def resolve_uri(uri: str, root: Path) -> str:
     return uri
 
 
+def _check_server(uri: str) -> None:
+    """Fail in seconds, not minutes: MLflow's own HTTP client retries an unreachable server for ~2 min."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).close()
+    except urllib.error.HTTPError:
+        pass  # the server answered: reachable
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(
+            f"cannot reach the MLflow tracking store {uri} ({reason}); start the server "
+            f"(see README, 'MLflow') or fix tracking_uri in config/config.yaml (or set tracking: false)"
+        ) from None
+
+
 def client(uri: str, root: Path):
     import logging
+    import os
+
+    if uri.startswith("http"):
+        _check_server(uri)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 
     import mlflow  # noqa: F401  (heavy: only the ingesting rule pays for it)
     from mlflow.tracking import MlflowClient

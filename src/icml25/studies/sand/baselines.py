@@ -68,14 +68,15 @@ class STGGate(nn.Module):
 
 
 def stg_train(data: dict, task: str, lam: float, hidden: int, epochs: int, batch_size: int, lr: float,
-              sigma: float, curves: list | None = None, prefix: str = "stg/") -> STGGate:
+              sigma: float, curves: list | None = None, prefix: str = "stg/",
+              gate_lr: float | None = None) -> STGGate:
     Xtr, ytr = as_tensors(data["X_train"], data["y_train"], task)
     Xva, yva = as_tensors(data["X_val"], data["y_val"], task)
     n = Xtr.shape[1]
     gate = STGGate(n, sigma=sigma)
     model = MLP(n, hidden, n_outputs(task, data["y_train"]), front=gate)
     fit(model, Xtr, ytr, Xva, yva, task, epochs, batch_size, lr, penalty=lambda: gate.penalty(lam),
-        prefix=prefix, curves=curves)
+        prefix=prefix, curves=curves, param_lrs={gate.mu: gate_lr} if gate_lr else None)
     return gate
 
 
@@ -88,7 +89,7 @@ def select_stg(data: dict, task: str, k: int, hidden: int, hp: dict, curves: lis
         loglam = 0.5 * (lo + hi)
         lam = 10.0 ** loglam
         gate = stg_train(data, task, lam, hidden, epochs, hp["batch_size"], hp["lr"], hp["stg_sigma"],
-                         curves=curves, prefix=f"stg_trial{t}/")
+                         curves=curves, prefix=f"stg_trial{t}/", gate_lr=hp.get("stg_gate_lr"))
         n_open = gate.n_open()
         trials.append({"lambda": lam, "n_open": n_open, "mu": gate.mu.detach().numpy().copy()})
         if n_open > k:
@@ -119,10 +120,11 @@ def select_lassonet(data: dict, task: str, k: int, hidden: int, hp: dict, seed: 
     from lassonet import LassoNetClassifier, LassoNetRegressor
 
     cls = LassoNetClassifier if task == "clf" else LassoNetRegressor
-    n_iters = hp.get("lassonet_n_iters") or (int(hp["epochs"]), 10)
+    n_iters = hp.get("lassonet_n_iters") or (int(hp["epochs"]), 5)
     model = cls(hidden_dims=(int(hp.get("lassonet_hidden") or hidden),),
                 path_multiplier=float(hp["lassonet_path_multiplier"]),
-                lambda_start=hp["lassonet_lambda_start"], M=float(hp["lassonet_M"]),
+                lambda_start=(hp["lassonet_lambda_start"] if hp["lassonet_lambda_start"] == "auto"
+                              else float(hp["lassonet_lambda_start"])), M=float(hp["lassonet_M"]),
                 n_iters=tuple(int(v) for v in n_iters), patience=tuple(int(v) for v in hp["lassonet_patience"]),
                 batch_size=hp.get("lassonet_batch_size"), verbose=0, random_state=seed, torch_seed=seed,
                 device=torch.device("cpu"))

@@ -310,7 +310,8 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 
 # --------------------------------------------------------------------------------------
 # Full-scale sources (the paper's real datasets).  Downloading is wired in core.
-# sha256 is None where it could not be verified offline; md5 given where officially published.
+# sha256 is None where it could not be verified offline (k values are the paper defaults to
+# be checked by the caller); md5 given where officially published (MNIST md5s as in torchvision).
 # --------------------------------------------------------------------------------------
 FULL_SOURCES: dict[str, dict[str, Any]] = {
     "mnist": {  # yann.lecun.com is unreliable; torchvision's mirror serves identical files
@@ -354,10 +355,10 @@ FULL_SOURCES: dict[str, dict[str, Any]] = {
         "task": "clf", "k": 20, "format": "uci_madelon",
         "files": {"madelon.zip": {"url": "https://archive.ics.uci.edu/static/public/171/madelon.zip", "md5": None, "sha256": None}},
     },
-    "california_housing": {  # the StatLib file sklearn uses (fetch_california_housing)
+    "california_housing": {  # the StatLib file sklearn uses; sha256 copied from sklearn.datasets._california_housing
         "task": "reg", "k": 3, "format": "cal_housing",
         "files": {"cal_housing.tgz": {"url": "https://ndownloader.figshare.com/files/5976036", "md5": None,
-                                      "sha256": "aaa5c9a6afe2225cc2aed2723682ae403280c4a3695f2ddda02c3773b59da74b"}},
+                                      "sha256": "aaa5c9a6afe2225cc2aed2723682ae403280c4a3695a2ddda4ffb5d8215ea681"}},
     },
 }
 

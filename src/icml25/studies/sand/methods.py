@@ -32,11 +32,13 @@ stg_lambda_lo             1e-3    bisection range of lambda (penalty lambda * su
 stg_lambda_hi             1.0
 stg_trials                3       number of STG trainings in the bisection (stops early on == k)
 stg_epochs                None    epochs of each STG trial; None -> epochs
+stg_gate_lr               None    Adam lr of the gate parameters mu; None -> lr
 lassonet_hidden           None    None -> same hidden width as the MLP
-lassonet_n_iters          None    (initial dense epochs, max epochs per lambda); None -> (epochs, 10)
-lassonet_patience         (10, 3) early-stopping patience (dense, per lambda)
-lassonet_path_multiplier  1.25    lambda growth factor along the path
-lassonet_lambda_start     'auto'
+lassonet_n_iters          None    (initial dense epochs, max epochs per lambda); None -> (epochs, 5)
+lassonet_patience         (10, 2) early-stopping patience (dense, per lambda)
+lassonet_path_multiplier  1.4     lambda growth factor along the path
+lassonet_lambda_start     10.0    first lambda of the path ('auto' is LassoNet's own estimate, which
+                                  costs ~5 CPU-s of prox searches per call -- avoided by default)
 lassonet_M                10.0    hierarchy coefficient
 lassonet_batch_size       256     None = full batch
 
@@ -44,7 +46,7 @@ Metrics: ``test_metric`` / ``val_metric`` (accuracy for clf, MAE for reg, in sta
 units for diabetes), ``epochs_total`` (all epochs incl. selection + retraining; for STG the sum
 over trials, for LassoNet the epochs actually run along the path incl. the dense start),
 ``retrain_epochs`` (0 for sand and all), ``cpu_seconds`` (time.process_time delta -- counts all
-threads of the process), ``n_selected``; sand: ``gain_polarisation`` (share of a_i within 0.1
+threads of the process; one-time per-process imports are excluded), ``n_selected``; sand: ``gain_polarisation`` (share of a_i within 0.1
 of 0 or 1), ``n_gain_gt_half`` (#a_i > 0.5), ``test_metric_unmasked`` (before top-k masking);
 if ``data['relevant']`` is non-empty: ``recall_relevant`` for every method except 'all'.
 Method-specific extras: stg_lambda, stg_n_open, stg_trials; lassonet_path_len,
@@ -80,14 +82,32 @@ DEFAULT_HP: dict[str, Any] = {
     "stg_lambda_hi": 1.0,
     "stg_trials": 3,
     "stg_epochs": None,
+    "stg_gate_lr": None,
     "lassonet_hidden": None,
     "lassonet_n_iters": None,
-    "lassonet_patience": (10, 3),
-    "lassonet_path_multiplier": 1.25,
-    "lassonet_lambda_start": "auto",
+    "lassonet_patience": (10, 2),
+    "lassonet_path_multiplier": 1.4,
+    "lassonet_lambda_start": 10.0,
     "lassonet_M": 10.0,
     "lassonet_batch_size": 256,
 }
+
+
+_WARM: set[str] = set()
+
+
+def _warmup(method: str) -> None:
+    """One-time per-process imports (torch optimiser machinery, sklearn, lassonet) so that
+    ``cpu_seconds`` measures the method, not lazy imports."""
+    if "torch" not in _WARM:
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+        _WARM.add("torch")
+    if method == "lassonet" and method not in _WARM:
+        import lassonet  # noqa: F401
+        _WARM.add(method)
+    if method == "anova" and method not in _WARM:
+        import sklearn.feature_selection  # noqa: F401
+        _WARM.add(method)
 
 
 def _seed_all(seed: int, salt: int = 0) -> None:
@@ -111,6 +131,7 @@ def run_method(method: str, data: dict[str, np.ndarray], task: str, k: int, hp: 
     if method not in METHODS:
         raise KeyError(f"unknown method {method!r}; known {METHODS}")
     hp = {**DEFAULT_HP, **(hp or {})}
+    _warmup(method)
     t0 = time.process_time()
     n = int(data["X_train"].shape[1])
     k = int(k)

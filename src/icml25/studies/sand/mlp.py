@@ -63,17 +63,30 @@ def as_tensors(X: np.ndarray, y: np.ndarray, task: str) -> tuple[torch.Tensor, t
     return Xt, yt
 
 
+def make_adam(model: nn.Module, lr: float, param_lrs: dict | None = None) -> torch.optim.Optimizer:
+    """Adam (fused CPU kernel when available -- same maths, faster).  ``param_lrs`` maps
+    parameter objects to their own learning rate (e.g. STG gates)."""
+    param_lrs = param_lrs or {}
+    special = {id(p) for p in param_lrs}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in special], "lr": lr}]
+    groups += [{"params": [p], "lr": float(v)} for p, v in param_lrs.items()]
+    try:
+        return torch.optim.Adam(groups, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(groups, lr=lr)
+
+
 def fit(model: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xva: torch.Tensor, yva: torch.Tensor,
         task: str, epochs: int, batch_size: int = 64, lr: float = 1e-3,
         penalty: Callable[[], torch.Tensor] | None = None, prefix: str = "",
-        curves: list | None = None) -> list[dict]:
+        curves: list | None = None, param_lrs: dict | None = None) -> list[dict]:
     """Train ``model`` in place for ``epochs`` epochs; append per-epoch curves and return them.
 
     Curves: ``{prefix}train_loss`` (mean batch loss incl. penalty) and ``{prefix}val_metric``,
     step = epoch (1-based).
     """
     curves = [] if curves is None else curves
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = make_adam(model, lr, param_lrs)
     n = Xtr.shape[0]
     for ep in range(1, int(epochs) + 1):
         model.train()

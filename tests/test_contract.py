@@ -1,0 +1,90 @@
+"""One generic suite over every registered study (benchopt's idea): each new study is checked for free.
+
+Config validates at every scale; every stage runs at smoke scale through the CLI; metrics follow
+the declared schema; every claim evaluates to holds / fails / n.a. with numbers.
+"""
+import json
+import math
+
+import pytest
+
+from icml25 import cli
+from icml25.core import config, registry
+
+STUDIES = registry.available()
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """Every study's stages at smoke scale, in-process (one torch import for the whole suite)."""
+    from conftest import copy_workflow
+
+    root = copy_workflow(tmp_path_factory.mktemp("contract") / "wf")
+    out = {}
+    for name in STUDIES:
+        raw = config.load_study(root, name)
+        cfg = config.effective(raw, "smoke")
+        base = ["--root", str(root), "--scale", "smoke", "--study", name]
+        codes = [cli.main(["download", *base]), cli.main(["preprocess", *base])]
+        if raw.get("has_base"):
+            codes.append(cli.main(["fit-base", *base]))
+        for m in cfg["methods"]:
+            for s in cfg["seeds"]:
+                codes.append(cli.main(["train", *base, "--method", m, "--seed", str(s)]))
+                codes.append(cli.main(["evaluate", *base, "--method", m, "--seed", str(s)]))
+        codes.append(cli.main(["table", *base]))
+        out[name] = (root, cfg, codes)
+    return out
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_config_validates_at_every_scale(name):
+    from conftest import REPO
+
+    study = registry.get_study(name)
+    raw = config.load_study(REPO, name)
+    assert set(raw["methods"]) <= set(study.methods)
+    assert study.paper_method in raw["methods"]
+    assert bool(raw.get("has_base")) == (study.fit_base is not None)
+    for scale in config.SCALES:
+        cfg = config.effective(raw, scale)
+        if study.validate:
+            study.validate(cfg)
+        assert scale in study.stand_ins, f"{name} must name its stand-ins at scale {scale}"
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_stage_runs_at_smoke(smoke_runs, name):
+    root, cfg, codes = smoke_runs[name]
+    assert codes and all(c == 0 for c in codes)
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_metrics_follow_declared_schema(smoke_runs, name):
+    root, cfg, _ = smoke_runs[name]
+    study = registry.get_study(name)
+    for m in cfg["methods"]:
+        for s in cfg["seeds"]:
+            rec = json.loads((root / "results" / "smoke" / name / m / f"seed{s}" / "metrics.json").read_text())
+            assert rec["study"] == name and rec["method"] == m and rec["seed"] == s
+            for key in ("git_commit", "config_hash", "code_hash", "data_hash", "params"):
+                assert rec[key], key
+            assert rec["metrics"], f"{m}/seed{s} has no metrics"
+            for row in rec["metrics"]:
+                assert row["metric"] in study.metrics
+                assert isinstance(row["setting"], str)
+                assert isinstance(row["value"], float) and not math.isinf(row["value"])
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_claims_evaluate_with_numbers(smoke_runs, name):
+    root, cfg, _ = smoke_runs[name]
+    rec = json.loads((root / "results" / "smoke" / "tables" / f"{name}.claims.json").read_text())
+    study = registry.get_study(name)
+    assert [c["id"] for c in rec["claims"]] == [c.id for c in study.claims]
+    for c in rec["claims"]:
+        assert c["verdict"] in ("holds", "fails", "n.a.")
+        if c["verdict"] != "n.a.":
+            assert any(ch.isdigit() for ch in c["ours"]), c
+    md = (root / "results" / "smoke" / "tables" / f"{name}.md").read_text()
+    assert study.paper.title in md and "## Claims" in md
