@@ -80,12 +80,12 @@ def res(rule_name, key, default):
 # rule params; changing one study's config or code reruns only that study's jobs.
 def data_params(wc):
     cfg = study_cfg(wc.study, wc.scale)
-    return f'{icfg.config_hash(cfg.get("data", {}))}-{provenance.code_hash(wc.study, "data*.py")}'
+    return f'{icfg.config_hash(cfg.get("data", {}))}-{provenance.code_hash(wc.study, "data*.py", ROOT)}'
 
 
 def run_params(wc):
     cfg = study_cfg(wc.study, wc.scale)
-    return f"{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study)}"
+    return f"{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, root=ROOT)}"
 
 
 def all_targets(scale):

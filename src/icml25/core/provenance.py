@@ -28,9 +28,15 @@ def tree_hash(files: list[Path], base: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def code_hash(study: str, pattern: str = "*.py") -> str:
-    """Hash of a study package's sources: a rule param, so editing one study reruns only its jobs."""
+def code_hash(study: str, pattern: str = "*.py", root: Path | None = None) -> str:
+    """Hash of a study package's sources: a rule param, so editing one study reruns only its jobs.
+
+    Reads `<root>/src/icml25/studies/<study>` when the workflow root has the sources (a checkout,
+    installed editable), else the installed package.
+    """
     base = Path(__file__).resolve().parent.parent / "studies" / study
+    if root is not None and (Path(root) / "src" / "icml25" / "studies" / study).is_dir():
+        base = Path(root) / "src" / "icml25" / "studies" / study
     return tree_hash([p for p in base.rglob(pattern) if "__pycache__" not in p.parts], base)
 
 
