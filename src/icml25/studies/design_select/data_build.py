@@ -1,0 +1,162 @@
+"""Data stage: oracle-labelled training data, predictors, both configuration menus with their true
+theta (oracle Monte Carlo), the MDRE for the estimated-ratio menu, and per-seed trial sets of fresh
+labelled data (oracle labels cached here so every method job reuses them)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from icml25.core.io import write_json
+
+from . import data_designers as D
+from . import data_landscape as L
+from . import data_models as M
+from .data_dre import MDRE
+
+PREDICTORS = ("ridge", "mlp")
+
+
+def _log(msg):
+    print(f"[design_select] {msg}", flush=True)
+
+
+def landscape(dcfg) -> L.RNABinding:
+    return L.RNABinding(seq_len=dcfg["seq_len"], target_len=dcfg["target_len"], target_idx=dcfg["target_idx"],
+                        noise_sd=dcfg["noise_sd"])
+
+
+def seed_seq(dcfg) -> str:
+    return L.SEEDS[dcfg["seed_idx"]][:dcfg["seq_len"]]
+
+
+def lambdas(dcfg) -> np.ndarray:
+    lo, hi, k = dcfg["known"]["lambda_grid"]
+    return np.geomspace(hi, lo, int(k))  # from near-uniform (large lambda) to greedy (small)
+
+
+def download(cfg: dict, raw_dir: Path) -> None:
+    """The RNA landscape is computed (ViennaRNA ships in its wheel): record its definition."""
+    d = cfg["data"]
+    land = landscape(d)
+    write_json(raw_dir / "landscape.json", {"target": land.target, "seed": seed_seq(d), "min_energy": land.min_energy,
+                                            "noise_sd": land.noise_sd, "viennarna": land.RNA.__version__})
+
+
+def _theta(land, X, gamma):
+    fit = land.fitness(L.to_str(X))
+    return land.expected_label(fit), land.exceed_prob(fit, gamma)
+
+
+def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+    d = cfg["data"]
+    t0 = time.time()
+    rng = np.random.default_rng(d["data_seed"])
+    land = landscape(d)
+    a, Ls = len(L.ALPHABET), d["seq_len"]
+    P = L.mutant_probs(seed_seq(d), d["p_mut"])
+    gamma = float(d["gamma"])
+
+    # ---- training data + predictors ----
+    Xtr = L.sample_product(P, d["n_train"], rng)
+    ytr = land.noisy(land.fitness(L.to_str(Xtr)), rng)
+    X1 = L.onehot(Xtr)
+    ridge = M.Ridge.fit(X1, ytr, rng)
+    mc = d["mlp"]
+    mlp = M.MLPEnsemble.fit(X1, ytr.astype(np.float32), seed=d["data_seed"], n_models=mc["n_models"],
+                            n_hidden=mc["n_hidden"], n_epoch=mc["n_epoch"])
+    models = {"ridge": ridge, "mlp": mlp}
+    np.savez(out_dir / "models.npz", **{f"ridge__{k}": v for k, v in ridge.state().items()},
+             **{f"mlp__{k}": v for k, v in mlp.state().items()})
+    _log(f"predictors fitted ({time.time() - t0:.0f}s)")
+
+    # ---- known-ratio menu: max-entropy site-wise categoricals ----
+    kc = d["known"]
+    lams = lambdas(d)
+    Qs, kpred, klam, names = [], [], [], []
+    for p in PREDICTORS:
+        init = None
+        for lam in lams:
+            if p == "ridge":
+                Q = D.maxent_closed_form(ridge.site_weights(Ls, a), lam)
+            else:  # REINFORCE, warm-started from the previous (larger) lambda's solution
+                Q = D.reinforce_maxent(mlp.predict, Ls, a, lam, rng, n_iter=kc["reinforce_iters"],
+                                       n_sample=kc["reinforce_samples"], lr=kc["reinforce_lr"], init_logits=init)
+                init = np.log(Q)
+            Qs.append(Q); kpred.append(PREDICTORS.index(p)); klam.append(lam); names.append(f"maxent-{p}-{lam:.4g}")
+    Qs = np.stack(Qs)
+    th_mean, th_exc, th_se = [], [], []
+    for Q in Qs:  # true theta by Monte Carlo with oracle labels (noise integrated in closed form)
+        m, e = _theta(land, L.sample_product(Q, kc["n_theta_mc"], rng), gamma)
+        th_mean.append(m.mean()); th_exc.append(e.mean()); th_se.append(m.std() / np.sqrt(len(m)))
+    np.savez(out_dir / "known.npz", Q=Qs, predictor=np.array(kpred), lam=np.array(klam),
+             theta_mean=np.array(th_mean), theta_exceed=np.array(th_exc), theta_mean_mc_se=np.array(th_se))
+    _log(f"known menu: {len(Qs)} configurations ({time.time() - t0:.0f}s)")
+
+    # ---- estimated-ratio menu: AdaLead (kappa) and Biswas (T) x predictors ----
+    ec = d["estimated"]
+    sidx = L.to_idx([seed_seq(d)])[0]
+    designs, epred, enames = [], [], []
+    for p in PREDICTORS:
+        for kappa in ec["adalead_kappas"]:
+            designs.append(D.adalead(models[p].predict, Xtr, ytr, ec["n_design"], kappa, rng))
+            epred.append(PREDICTORS.index(p)); enames.append(f"adalead-{p}-{kappa:g}")
+        for T in ec["biswas_temps"]:
+            designs.append(D.biswas(models[p].predict, sidx, ec["n_design"], T, rng, max_mu=ec["max_mu"],
+                                    trust_radius=ec["trust_radius"], n_step=ec["n_step"]))
+            epred.append(PREDICTORS.index(p)); enames.append(f"biswas-{p}-{T:g}")
+    designs = np.stack(designs).astype(np.int8)
+    e_mean, e_exc = [], []
+    for X in designs:  # theta of a design set = mean true label over its designs (oracle)
+        m, e = _theta(land, X, gamma)
+        e_mean.append(m.mean()); e_exc.append(e.mean())
+    # MDRE on the predictors' training sequences (class 0) vs every configuration's designs
+    mdre = MDRE.fit([X1] + [L.onehot(X) for X in designs], seed=d["data_seed"], n_hidden=ec["mdre_hidden"],
+                    n_epoch=ec["mdre_epochs"])
+    np.savez(out_dir / "estimated.npz", X=designs, predictor=np.array(epred), theta_mean=np.array(e_mean),
+             theta_exceed=np.array(e_exc), **{f"mdre__{k}": v for k, v in mdre.state().items()})
+    _log(f"estimated menu: {len(designs)} configurations, MDRE val loss {float(mdre.s['val_loss']):.3f} "
+         f"({time.time() - t0:.0f}s)")
+
+    # ---- trial sets: fresh labelled data per trial (never reused across trials) ----
+    for s in range(d["n_trial_sets"]):
+        r = np.random.default_rng([d["data_seed"], 1000 + s])
+        X = L.sample_product(P, d["n_trials"] * d["n_labelled"], r)
+        Y = land.noisy(land.fitness(L.to_str(X)), r)
+        np.savez(out_dir / f"trials_{s}.npz", X=X.reshape(d["n_trials"], d["n_labelled"], Ls).astype(np.int8),
+                 Y=Y.reshape(d["n_trials"], d["n_labelled"]).astype(np.float64))
+        _log(f"trial set {s}: {d['n_trials']} x {d['n_labelled']} labelled ({time.time() - t0:.0f}s)")
+
+    # ---- tau grids: placed over the menu's range of true theta (as the paper picks 0.25-0.5) ----
+    lo_f, hi_f = d["tau_span"]
+    taus = {}
+    for task, (tm, te) in {"known": (th_mean, th_exc), "estimated": (e_mean, e_exc)}.items():
+        for g, th in (("mean", tm), ("exceed", te)):
+            lo, hi = float(np.min(th)), float(np.max(th))
+            grid = lo + (hi - lo) * np.linspace(lo_f, hi_f, d["n_tau"])
+            taus[f"{task}/{g}"] = list(np.minimum(grid, 1.0) if g == "exceed" else grid)  # a probability
+    write_json(out_dir / "meta.json", {
+        "P": P.tolist(), "gamma": gamma, "known_names": names, "estimated_names": enames, "taus": taus,
+        "train_label_mean": float(ytr.mean()), "ridge_sigma": ridge.sigma, "seconds": time.time() - t0,
+    })
+    _log(f"done ({time.time() - t0:.0f}s)")
+
+
+def load(data_dir: Path) -> dict:
+    data_dir = Path(data_dir)
+    meta = json.loads((data_dir / "meta.json").read_text())
+    mz = np.load(data_dir / "models.npz")
+    ridge = M.Ridge.from_state({k.split("__", 1)[1]: mz[k] for k in mz.files if k.startswith("ridge__")})
+    mlp = M.MLPEnsemble.from_state({k.split("__", 1)[1]: mz[k] for k in mz.files if k.startswith("mlp__")})
+    known = dict(np.load(data_dir / "known.npz"))
+    est = dict(np.load(data_dir / "estimated.npz"))
+    mdre = MDRE({k.split("__", 1)[1]: v for k, v in est.items() if k.startswith("mdre__")})
+    return {"meta": meta, "models": {"ridge": ridge, "mlp": mlp}, "known": known, "estimated": est, "mdre": mdre,
+            "P": np.array(meta["P"])}
+
+
+def load_trials(data_dir: Path, seed: int) -> dict:
+    z = np.load(Path(data_dir) / f"trials_{seed}.npz")
+    return {"X": z["X"].astype(np.int64), "Y": z["Y"]}
