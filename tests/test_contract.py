@@ -16,25 +16,30 @@ STUDIES = registry.available()
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
-    """Every study's stages at smoke scale, in-process (one torch import for the whole suite)."""
+    """Each study's stages at smoke scale, in-process (one torch import for the whole suite), run
+    lazily and once per study, so one broken study does not take the others down."""
     from conftest import copy_workflow
 
     root = copy_workflow(tmp_path_factory.mktemp("contract") / "wf")
-    out = {}
-    for name in STUDIES:
-        raw = config.load_study(root, name)
-        cfg = config.effective(raw, "smoke")
-        base = ["--root", str(root), "--scale", "smoke", "--study", name]
-        codes = [cli.main(["download", *base]), cli.main(["preprocess", *base])]
-        if raw.get("has_base"):
-            codes.append(cli.main(["fit-base", *base]))
-        for m in cfg["methods"]:
-            for s in cfg["seeds"]:
-                codes.append(cli.main(["train", *base, "--method", m, "--seed", str(s)]))
-                codes.append(cli.main(["evaluate", *base, "--method", m, "--seed", str(s)]))
-        codes.append(cli.main(["table", *base]))
-        out[name] = (root, cfg, codes)
-    return out
+    cache = {}
+
+    def run(name):
+        if name not in cache:
+            raw = config.load_study(root, name)
+            cfg = config.effective(raw, "smoke")
+            base = ["--root", str(root), "--scale", "smoke", "--study", name]
+            codes = [cli.main(["download", *base]), cli.main(["preprocess", *base])]
+            if raw.get("has_base"):
+                codes.append(cli.main(["fit-base", *base]))
+            for m in cfg["methods"]:
+                for s in cfg["seeds"]:
+                    codes.append(cli.main(["train", *base, "--method", m, "--seed", str(s)]))
+                    codes.append(cli.main(["evaluate", *base, "--method", m, "--seed", str(s)]))
+            codes.append(cli.main(["table", *base]))
+            cache[name] = (root, cfg, codes)
+        return cache[name]
+
+    return run
 
 
 @pytest.mark.parametrize("name", STUDIES)
@@ -55,13 +60,13 @@ def test_config_validates_at_every_scale(name):
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_every_stage_runs_at_smoke(smoke_runs, name):
-    root, cfg, codes = smoke_runs[name]
+    root, cfg, codes = smoke_runs(name)
     assert codes and all(c == 0 for c in codes)
 
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_metrics_follow_declared_schema(smoke_runs, name):
-    root, cfg, _ = smoke_runs[name]
+    root, cfg, _ = smoke_runs(name)
     study = registry.get_study(name)
     for m in cfg["methods"]:
         for s in cfg["seeds"]:
@@ -78,7 +83,7 @@ def test_metrics_follow_declared_schema(smoke_runs, name):
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_claims_evaluate_with_numbers(smoke_runs, name):
-    root, cfg, _ = smoke_runs[name]
+    root, cfg, _ = smoke_runs(name)
     rec = json.loads((root / "results" / "smoke" / "tables" / f"{name}.claims.json").read_text())
     study = registry.get_study(name)
     assert [c["id"] for c in rec["claims"]] == [c.id for c in study.claims]
