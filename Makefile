@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 2
 
-.PHONY: run test install system-data pull report clean
+.PHONY: run test install system-data system-browser pull report clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -28,10 +28,19 @@ system-data:
 	  echo "warning: could not install dataset-fashion-mnist; the download stage will fetch Fashion-MNIST"; \
 	fi
 
+# Headless Chromium for tests/test_browser.py (Debian's chromium + chromium-driver)
+system-browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null)) || \
+	  echo "warning: could not install chromium; tests/test_browser.py will retry or skip"; \
+	fi
+
 run: install
 	$(BIN)/snakemake all --cores $(CORES)
 
-test: install
+test: install system-browser
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -ra
 
 # Restore cached datasets on a new machine without re-running download/preprocess.

@@ -15,6 +15,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
+include: "rules/report.smk"
 
 
 rule all:

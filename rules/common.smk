@@ -85,7 +85,13 @@ def data_params(wc):
 
 def run_params(wc):
     cfg = study_cfg(wc.study, wc.scale)
-    return f"{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, root=ROOT)}"
+    # figures*.py only draw pictures: editing them must not retrain (see figure_params)
+    return f'{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, root=ROOT, exclude="figures*.py")}'
+
+
+def figure_params(wc):
+    cfg = study_cfg(wc.study, wc.scale)
+    return f'{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, "figures*.py", ROOT)}'
 
 
 def all_targets(scale):

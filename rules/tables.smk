@@ -1,4 +1,5 @@
 # Per-study table + claims, MLflow ingestion (single writer per study), metrics.parquet + summary.md.
+# The figures rule and the report markup are in rules/report.smk.
 
 localrules: table, track, summary
 
@@ -10,6 +11,15 @@ rule table:
         csv="results/{scale}/tables/{study}.csv",
         md="results/{scale}/tables/{study}.md",
         claims="results/{scale}/tables/{study}.claims.json",
+        # the table and claim verdicts as a page of `snakemake --report` (category: the study)
+        html=report(
+            "results/{scale}/tables/{study}.html",
+            caption="../report/table.rst",
+            category="{study}",
+            subcategory="table",
+            labels={"study": "{study}", "item": "table and claims"},
+        ),
+        caption="results/{scale}/tables/{study}.caption.rst",
     params:
         trigger=run_params,
     log:
@@ -22,9 +32,11 @@ rule table:
 
 
 rule track:
-    # The only MLflow writer: ingests a study's finished runs with batched calls under a file lock.
+    # The only MLflow writer: ingests a study's finished runs with batched calls under a file lock;
+    # the study's figures are logged as artifacts (figures/) of each of its runs.
     input:
-        run_metrics,
+        runs=run_metrics,
+        figures="results/{scale}/figures/{study}",
     output:
         "results/{scale}/{study}/mlflow_runs.json",
     params:
@@ -42,6 +54,8 @@ rule summary:
     input:
         claims=lambda wc: expand("results/{scale}/tables/{study}.claims.json", scale=wc.scale, study=config["studies"]),
         metrics=all_run_metrics,
+        # so that `snakemake all` also draws every study's figures (tracking on or off)
+        figures=lambda wc: expand("results/{scale}/figures/{study}", scale=wc.scale, study=config["studies"]),
     output:
         md="results/{scale}/summary.md",
         parquet="results/{scale}/metrics.parquet",

@@ -8,7 +8,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # What a copy of the workflow needs (the package itself is installed in the venv).
-WORKFLOW_FILES = ["Snakefile", "rules", "config", "profiles", "envs"]
+WORKFLOW_FILES = ["Snakefile", "rules", "config", "profiles", "envs", "report"]
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .core.errors import UserError
 
-STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "track", "summary", "list")
+STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list")
 
 
 class Ctx:
@@ -150,10 +150,10 @@ def cmd_evaluate(ctx: Ctx, a) -> None:
         r["value"] = float(r["value"])
     io.write_json(run / "metrics.json", {
         "study": a.study, "scale": ctx.scale, "method": a.method, "seed": a.seed,
-        "paper_method": a.method == study.paper_method,
+        "paper_method": study.methods[a.method].is_paper_method,
         "git_commit": provenance.git_commit(ctx.root),
         "config_hash": config.config_hash(cfg),
-        "code_hash": provenance.code_hash(a.study),
+        "code_hash": provenance.code_hash(a.study, root=ctx.root),
         "data_hash": provenance.data_hash(data),
         "params": config.flatten(cfg),
         "metrics": rows,
@@ -174,7 +174,24 @@ def cmd_table(ctx: Ctx, a) -> None:
     study, cfg = ctx.study(a.study)
     out = ctx.results() / "tables"
     tables.write_study_table(study, cfg, _metric_files(ctx, cfg), out / f"{a.study}.csv",
-                             out / f"{a.study}.md", out / f"{a.study}.claims.json")
+                             out / f"{a.study}.md", out / f"{a.study}.claims.json",
+                             out_html=out / f"{a.study}.html", out_caption=out / f"{a.study}.caption.rst")
+
+
+def cmd_figures(ctx: Ctx, a) -> None:
+    """results/<scale>/figures/<study>/: the study's figures (none without a hook) + figures.json."""
+    from . import tables
+    from .core import figures, io
+
+    study, cfg = ctx.study(a.study)
+    files = _metric_files(ctx, cfg)
+    long = tables.collect(files)
+    claims_file = ctx.results() / "tables" / f"{a.study}.claims.json"
+    claims = io.read_json(claims_file)["claims"] if claims_file.exists() else []
+    run_dirs = {(m, s): ctx.run_dir(a.study, m, s) for m in cfg["methods"] for s in cfg["seeds"]}
+    out = ctx.results() / "figures" / a.study
+    recs = figures.render_study(study, cfg, tables.aggregate(long), long, run_dirs, claims, out)
+    print(f"{a.study}: {len(recs)} figure(s) in {out}")
 
 
 def cmd_track(ctx: Ctx, a) -> None:
@@ -183,7 +200,9 @@ def cmd_track(ctx: Ctx, a) -> None:
     study, cfg = ctx.study(a.study)
     files = _metric_files(ctx, cfg)
     uri = a.tracking_uri or ctx.main["tracking_uri"]
-    runs = tracking.ingest_study(uri, ctx.root, ctx.scale, a.study, [f.parent for f in files])
+    figs = ctx.results() / "figures" / a.study
+    runs = tracking.ingest_study(uri, ctx.root, ctx.scale, a.study, [f.parent for f in files],
+                                 figures_dir=figs if figs.is_dir() else None)
     io.write_json(ctx.results() / a.study / "mlflow_runs.json",
                   {"tracking_uri": uri, "experiment": f"{ctx.scale}/{a.study}", "runs": runs})
 
@@ -217,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--root", default=".", help="repository root (default: current directory)")
         s.add_argument("--scale", choices=None, help="smoke | mini | full (default: config/config.yaml)")
         s.add_argument("--threads", type=int, help="torch/BLAS threads (default: config/config.yaml)")
-        if stage in ("download", "preprocess", "fit-base", "train", "evaluate", "table", "track"):
+        if stage in ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track"):
             s.add_argument("--study", required=True)
         if stage in ("train", "evaluate"):
             s.add_argument("--method", required=True)

@@ -75,7 +75,7 @@ def _md_table(frame) -> str:
 
 
 def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv: Path, out_md: Path,
-                      out_claims: Path) -> None:
+                      out_claims: Path, out_html: Path | None = None, out_caption: Path | None = None) -> None:
     long = collect(metric_files)
     agg = aggregate(long)
     table = study.make_table(agg, cfg)
@@ -103,7 +103,74 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
         "",
     ]
     write_text(out_md, "\n".join(md))
+    if out_html is not None:
+        write_text(out_html, study_html(study, cfg, seeds, table, claims))
+    if out_caption is not None:
+        write_text(out_caption, study_caption(study, cfg, seeds, claims))
     write_json(out_claims, {"study": study.name, "scale": cfg["scale"], "title": p.title, "claims": claims})
+
+
+def rst_escape(text: str) -> str:
+    for ch in "\\*_`|":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> str:
+    """The report caption of a study (reStructuredText): paper, stand-ins at this scale, claims, verdicts."""
+    p, e = study.paper, rst_escape
+    stand_in = study.stand_ins.get(cfg["scale"], "") or "the paper's own setup."
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("holds", "fails", "n.a.")}
+    lines = [
+        f"**{e(p.title)}** ({e(p.authors)}, {e(p.venue)}, arXiv {e(p.arxiv)}; official code: {e(p.code)}).",
+        "",
+        f"Scale **{e(cfg['scale'])}**, seeds {e(str(seeds))}; table cells and figure bars are the mean over seeds, "
+        "± the sample std over seeds.",
+        "",
+        f"Stand-ins at this scale: {e(stand_in)}",
+        "",
+        f"Verdicts (computed by the study's claim checks from the run files): {counts['holds']} holds, "
+        f"{counts['fails']} fails, {counts['n.a.']} n.a.",
+        "",
+    ]
+    for c in claims:
+        lines.append(f"- **{e(c['verdict'])}**: {e(c['claim'])}. Paper: {e(c['paper'])}. Ours: {e(c['ours'])}.")
+    return "\n".join(lines) + "\n"
+
+
+_VERDICT_COLOR = {"holds": "#1e7b34", "fails": "#b3261e", "n.a.": "#6b6b6b"}
+
+
+def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) -> str:
+    """A standalone HTML page of the study's table and claim verdicts (what the report shows)."""
+    import html
+
+    p, h = study.paper, html.escape
+    stand_in = study.stand_ins.get(cfg["scale"], "")
+    rows = "".join(
+        f"<tr><td>{h(c['claim'])}</td><td>{h(c['paper'])}</td><td>{h(c['ours'])}</td>"
+        f"<td class='verdict' style='color:{_VERDICT_COLOR.get(c['verdict'], '#000')}'><b>{h(c['verdict'])}</b></td></tr>"
+        for c in claims)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{h(study.name)}: {h(p.title)}</title>
+<style>
+body {{ font-family: sans-serif; font-size: 14px; margin: 1em; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 7px; text-align: left; white-space: nowrap; }}
+table.claims td {{ white-space: normal; }}
+th {{ background: #f2f2f2; }}
+</style></head><body>
+<h2 id="study-{h(study.name)}">{h(study.name)}: {h(p.title)}</h2>
+<p>{h(p.authors)}, {h(p.venue)}, arXiv {h(p.arxiv)}; official code: {h(p.code)}.</p>
+<p>Scale <b>{h(cfg['scale'])}</b>, seeds {h(str(seeds))}; cells are mean ± std over seeds.
+{('Stand-ins at this scale: ' + h(stand_in)) if stand_in else ''}</p>
+<h3>Results</h3>
+{table.to_html(index=False, escape=True, border=0, classes="results", table_id="results-" + study.name)}
+<h3>Claims</h3>
+<table class="claims" id="claims-{h(study.name)}"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead>
+<tbody>{rows}</tbody></table>
+</body></html>
+"""
 
 
 def _claims_frame(claims: list[dict]):

@@ -10,7 +10,7 @@ def test_every_study_package_registers_itself():
     for name in names:
         study = registry.get_study(name)
         assert study.name == name
-        assert sum(m.is_paper_method for m in study.methods.values()) == 1
+        assert sum(m.is_paper_method for m in study.methods.values()) >= 1  # e.g. Marg-IW and Marg-Var
         assert study.claims, f"{name} declares no claims"
 
 

@@ -4,6 +4,7 @@ Imported by the Snakefile at DAG-build time: keep it standard-library only and c
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import subprocess
 from pathlib import Path
@@ -28,7 +29,7 @@ def tree_hash(files: list[Path], base: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def code_hash(study: str, pattern: str = "*.py", root: Path | None = None) -> str:
+def code_hash(study: str, pattern: str = "*.py", root: Path | None = None, exclude: str | None = None) -> str:
     """Hash of a study package's sources: a rule param, so editing one study reruns only its jobs.
 
     Reads `<root>/src/icml25/studies/<study>` when the workflow root has the sources (a checkout,
@@ -37,7 +38,10 @@ def code_hash(study: str, pattern: str = "*.py", root: Path | None = None) -> st
     base = Path(__file__).resolve().parent.parent / "studies" / study
     if root is not None and (Path(root) / "src" / "icml25" / "studies" / study).is_dir():
         base = Path(root) / "src" / "icml25" / "studies" / study
-    return tree_hash([p for p in base.rglob(pattern) if "__pycache__" not in p.parts], base)
+    files = [p for p in base.rglob(pattern) if "__pycache__" not in p.parts]
+    if exclude:
+        files = [p for p in files if not fnmatch.fnmatch(p.name, exclude)]
+    return tree_hash(files, base)
 
 
 def data_hash(directory: Path) -> str:

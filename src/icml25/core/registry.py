@@ -74,10 +74,14 @@ class Study:
     stand_ins: dict[str, str] = field(default_factory=dict)  # scale -> what stands in for the paper's setup
     fit_base: Optional[Callable[[dict, Path, Path], None]] = None
     validate: Optional[Callable[[dict], None]] = None  # raise UserError on values the schema cannot express
-    figures: Optional[Callable[[Any, dict, Path], list]] = None
+    # figures(agg, cfg, out_dir[, ctx]) -> [Figure | (name, Figure) | path]: optional; run by the
+    # `figures` stage into results/<scale>/figures/<study>/. See icml25.core.figures (the shared helper)
+    # for the contract, the style and what `ctx` (per-run files, curves, claims) offers.
+    figures: Optional[Callable[..., list]] = None
 
     @property
     def paper_method(self) -> str:
+        """The (first) method of the paper; a paper may propose several (e.g. Marg-IW and Marg-Var)."""
         return next(m.name for m in self.methods.values() if m.is_paper_method)
 
     def check_method(self, method: str) -> Method:

@@ -113,11 +113,16 @@ def client(uri: str, root: Path):
     return c
 
 
-def ingest_study(uri: str, root: Path, scale: str, study: str, runs: list[Path]) -> dict[str, str]:
+def ingest_study(uri: str, root: Path, scale: str, study: str, runs: list[Path],
+                 figures_dir: Path | None = None) -> dict[str, str]:
     """Log each finished run dir (metrics.json, curves.parquet, train.json) as one MLflow run.
 
     Re-ingesting a (method, seed) replaces its previous run (soft-deleted), so the experiment holds
     exactly one active run per (method, seed). Returns {"method/seedN": run_id}.
+
+    `figures_dir` (results/<scale>/figures/<study>/): the study's figures (PNGs, their captions and
+    figures.json) are logged as artifacts under `figures/` of every run of the study, since each
+    figure aggregates all of them; open any run of the experiment to see them.
     """
     with store_lock(uri, root):
         c = client(uri, root)
@@ -132,11 +137,11 @@ def ingest_study(uri: str, root: Path, scale: str, study: str, runs: list[Path])
                 retry(lambda: c.restore_experiment(exp_id))
         out = {}
         for run_dir in runs:
-            out.update(_ingest_run(c, exp_id, Path(run_dir)))
+            out.update(_ingest_run(c, exp_id, Path(run_dir), figures_dir))
         return out
 
 
-def _ingest_run(c, exp_id: str, run_dir: Path) -> dict[str, str]:
+def _ingest_run(c, exp_id: str, run_dir: Path, figures_dir: Path | None = None) -> dict[str, str]:
     import pandas as pd
     from mlflow.entities import Metric, Param, RunTag
 
@@ -172,5 +177,9 @@ def _ingest_run(c, exp_id: str, run_dir: Path) -> dict[str, str]:
     for name in ("metrics.json", "train.json", "curves.parquet"):
         if (run_dir / name).exists():
             retry(lambda: c.log_artifact(rid, str(run_dir / name)))
+    if figures_dir is not None:
+        for f in sorted(Path(figures_dir).iterdir()):
+            if f.is_file() and f.suffix in (".png", ".svg", ".pdf", ".json", ".rst"):
+                retry(lambda: c.log_artifact(rid, str(f), artifact_path="figures"))
     retry(lambda: c.set_terminated(rid, "FINISHED"))
     return {f"{method}/seed{seed}": rid}

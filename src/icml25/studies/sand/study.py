@@ -71,11 +71,19 @@ def validate(cfg: dict) -> None:
 def download(cfg: dict, raw_dir: Path) -> None:
     from . import datasets as D
 
+    from icml25.core.download import fetch
+
     if cfg["scale"] != "full":
         for name in cfg["data"]["datasets"]:
-            D.acquire(name, raw_dir / name, cfg["data"])
+            opts = dict(cfg["data"])
+            if name == "fashion" and not all((D.FASHION_DIR / f).exists() for f in D.FASHION_MD5):
+                # no Debian dataset-fashion-mnist here: fetch the official files (md5-verified)
+                src = raw_dir / "fashion_official"
+                for fname, info in D.FULL_SOURCES["fashion"]["files"].items():
+                    fetch(info["url"], src / fname, None, md5=info["md5"])
+                opts["fashion_dir"] = str(src)
+            D.acquire(name, raw_dir / name, opts)
         return
-    from icml25.core.download import fetch
 
     for name in cfg["data"]["datasets"]:
         for fname, src in D.FULL_SOURCES[name]["files"].items():
@@ -102,7 +110,8 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
     for name, spec in tqdm(_datasets(cfg).items(), desc=f"sand/{method}/seed{seed}", file=None):
         data = D.load_npz(data_dir / f"{name}.npz")
         k = int(cfg["k"][name])
-        res = run_method(method, data, spec["task"], k, cfg["hp"], seed)
+        hp = {**cfg["hp"], **cfg.get("hp_by_dataset", {}).get(name, {})}
+        res = run_method(method, data, spec["task"], k, hp, seed)
         rows += [{"setting": name, "metric": m, "value": v} for m, v in res["metrics"].items() if m not in _EVAL_ONLY]
         curves += [{"setting": name, **c} for c in res["curves"]]
         selection[name] = {"selected": res["selected"], "gains": res["gains"], "k": k}
@@ -226,6 +235,12 @@ def claim_no_retraining(agg, cfg):
                        f"SAND retrain epochs {sand:.0f}; " + ", ".join(f"{m} {v:.0f}" for m, v in others.items()))
 
 
+def _figures(agg, cfg, out_dir, ctx=None):
+    from .figures import figures
+
+    return figures(agg, cfg, out_dir, ctx)
+
+
 STUDY = Study(
     name="sand",
     paper=PAPER,
@@ -237,6 +252,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
+    figures=_figures,
     claims=[
         Claim("beats_random", "SAND beats random-k on every dataset", "SAND > random-k on all datasets (Table 2)",
               claim_beats_random),
