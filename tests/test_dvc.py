@@ -19,7 +19,7 @@ def dvc(cwd, *args):
     return proc.stdout
 
 
-def test_dvc_round_trip(tmp_path):
+def test_dvc_round_trip(tmp_path, smoke_tree):
     root = copy_workflow(tmp_path / "wf")
     git_init(root)
     dvc(root, "init", "-q")
@@ -47,3 +47,12 @@ def test_dvc_round_trip(tmp_path):
     assert "modified" in dvc(root, "status")
     dvc(root, "checkout", "--force")
     assert victim.read_bytes() == before[victim.relative_to(root).as_posix()]
+    # the restored data produce the same tables as the data they were built from
+    snakemake(root, "all", "--config", "scale=smoke", "studies=[sand]", "--cores", "2")
+    import pandas as pd
+
+    def table(r):
+        t = pd.read_csv(r / "results" / "smoke" / "tables" / "sand.csv")
+        return t[t.metric != "cpu_seconds"].sort_values(["method", "setting", "metric"]).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(table(root), table(smoke_tree))
