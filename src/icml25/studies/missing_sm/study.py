@@ -1,0 +1,300 @@
+"""missing_sm study glue: data hooks, one job per (method, seed), the table and the claims."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from icml25.core.errors import UserError
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+
+PAPER = Paper(
+    title="Score Matching with Missing Data",
+    authors="Givens, Liu, Reeve",
+    arxiv="2506.00557",
+    code="github.com/joshgivens/ScoreMatchingwithMissingData (not readable here; written from the paper)",
+)
+
+METHODS = {
+    "marg_var": Method("marg_var", "Marg-Var (Alg. 2)", True,
+                       "Cor. 4.9 gradient via the Prop. A.20 pseudo-loss; p'_phi = N(MLP(x^0), sigma^2 I), 10 phi-steps per theta-step"),
+    "marg_iw": Method("marg_iw", "Marg-IW (Alg. 1)", False,
+                      "marginal score by self-normalised IW, p' = N(0,16I), r = 10, gradients through the weights"),
+    "em": Method("em", "EM (Uehara et al. 2020)", False, "detached IW weights at the current theta + full-data SM on imputed rows"),
+    "zeroed": Method("zeroed", "Zeroed SM", False, "zero-fill, score only observed outputs (MissDiff-style, inconsistent)"),
+    "full": Method("full", "full-data SM (oracle)", False, "Hyvarinen SM on the complete rows: upper bound"),
+}
+MISSING_METHODS = ("marg_var", "marg_iw", "em", "zeroed")
+
+METRICS = {
+    "auc": ("area under the ROC over the L1 path (edge detection)", "higher"),
+    "empty_at_gamma_max": ("1 if the first snapshot of the path (gamma_max) has no edge", ""),
+    "full_at_gamma_min": ("1 if the last snapshot has every edge", ""),
+    "fisher_div": ("Fisher divergence to the truth on fresh complete rows", "lower"),
+    "prec_err_fro": ("||P_hat - P||_F", "lower"),
+    "mean_err": ("||mu_hat - mu||_2", "lower"),
+    "cpu_seconds": ("process CPU seconds of the whole job", "lower"),
+    "phi_steps": ("variational phi-steps taken (Marg-Var)", ""),
+}
+
+
+def _ggm_settings(cfg):
+    return [(g, float(p)) for g in cfg["data"]["graphs"] for p in cfg["data"]["p_miss"]]
+
+
+def _sname(graph, p):
+    return f"{graph}_p{p:g}"
+
+
+def validate(cfg: dict) -> None:
+    d = cfg["data"]
+    for g in d["graphs"]:
+        if g not in ("star", "dense"):
+            raise UserError(f"missing_sm: unknown graph '{g}' (star | dense) in config/studies/missing_sm.yaml")
+    for p in list(d["p_miss"]) + [d["gauss_p_miss"]]:
+        if not 0 <= float(p) < 1:
+            raise UserError(f"missing_sm: p_miss must be in [0, 1), got {p}")
+    if cfg["hp"]["var_objective"] not in ("kl", "fisher"):
+        raise UserError(f"missing_sm: hp.var_objective must be kl or fisher, got {cfg['hp']['var_objective']!r}")
+    if d.get("gauss") and int(d["gauss_d"]) != int(d["d"]) or d.get("gauss") and int(d["gauss_n"]) != int(d["n"]):
+        raise UserError("missing_sm: gauss_d/gauss_n must equal d/n (all problems of a job are stacked)")
+    if sorted(cfg["gauss_checkpoints"]) != list(cfg["gauss_checkpoints"]):
+        raise UserError("missing_sm: gauss_checkpoints must be increasing")
+
+
+def download(cfg: dict, raw_dir: Path) -> None:
+    """Procedural at every scale used here: one npz per seed (graph, samples, mask uniforms)."""
+    import numpy as np
+
+    from . import data as D
+
+    for s in cfg["seeds"]:
+        arrays = D.generate(int(s), cfg["data"])
+        np.savez_compressed(raw_dir / f"seed{s}.npz", **arrays)
+
+
+def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+    """MCAR masks per missingness level; complete rows kept for the oracle and the metrics."""
+    import numpy as np
+
+    from . import data as D
+
+    for s in cfg["seeds"]:
+        raw = dict(np.load(raw_dir / f"seed{s}.npz"))
+        out = {}
+        for g in cfg["data"]["graphs"]:
+            out[f"{g}_X"], out[f"{g}_P"], out[f"{g}_mu"] = raw[f"{g}_X"], raw[f"{g}_P"], raw[f"{g}_mu"]
+            for p in cfg["data"]["p_miss"]:
+                out[f"{g}_M_p{float(p):g}"] = D.mask(raw[f"{g}_U"], p)
+        if cfg["data"].get("gauss"):
+            for k in ("gauss_X", "gauss_P", "gauss_mu", "gauss_Xtest"):
+                out[k] = raw[k]
+            out["gauss_M"] = D.mask(raw["gauss_U"], cfg["data"]["gauss_p_miss"])
+        np.savez_compressed(out_dir / f"seed{s}.npz", **out)
+
+
+def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
+    import numpy as np
+    import torch
+    from tqdm import tqdm
+
+    from . import fit as F
+
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    z = dict(np.load(data_dir / f"seed{seed}.npz"))
+    settings = _ggm_settings(cfg)
+    groups = {"ggm": {"X": np.stack([z[f"{g}_X"] for g, _ in settings]),
+                      "M": np.stack([z[f"{g}_M_p{p:g}"] for g, p in settings]), "kind": "path"}}
+    if cfg["data"].get("gauss"):
+        groups["gauss"] = {"X": z["gauss_X"][None], "M": z["gauss_M"][None], "kind": "adam",
+                           "checkpoints": cfg["gauss_checkpoints"]}
+    hp = dict(cfg["hp"])
+    _, schedule, _ = F.gamma_schedule(hp["path"])
+    total = max(len(schedule), max(cfg["gauss_checkpoints"]) if "gauss" in groups else 0)
+    with tqdm(total=total, desc=f"missing_sm/{method}/seed{seed}", mininterval=5) as bar:
+        res = F.fit(method, groups, hp, seed, progress=bar)
+    save = {"ggm_path": res["ggm"]["path"], "ggm_gammas": res["ggm"]["gammas"]}
+    if "gauss" in res:
+        its = sorted(res["gauss"]["estimates"])
+        save["gauss_its"] = np.asarray(its)
+        save["gauss_mu_hat"] = np.stack([res["gauss"]["estimates"][t][0][0] for t in its])
+        save["gauss_P_hat"] = np.stack([res["gauss"]["estimates"][t][1][0] for t in its])
+    np.savez_compressed(run_dir / "estimates.npz", **save)
+    (run_dir / "settings.json").write_text(json.dumps([_sname(g, p) for g, p in settings]))
+    rows = [{"setting": "all", "metric": "cpu_seconds", "value": time.process_time() - t0},
+            {"setting": "all", "metric": "phi_steps", "value": res["phi_steps"]}]
+    return {"metrics": rows, "curves": []}
+
+
+def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
+    import numpy as np
+
+    from . import fit as F
+
+    z = dict(np.load(data_dir / f"seed{seed}.npz"))
+    est = dict(np.load(run_dir / "estimates.npz"))
+    thr = float(cfg["hp"]["path"]["edge_threshold"])
+    iu = None
+    rows = []
+    for i, (g, p) in enumerate(_ggm_settings(cfg)):
+        path, P = est["ggm_path"][i], z[f"{g}_P"]
+        auc, _, _ = F.roc_auc(path, P, thr)
+        name = _sname(g, p)
+        iu = np.triu_indices(P.shape[0], 1)
+        rows += [{"setting": name, "metric": "auc", "value": auc},
+                 {"setting": name, "metric": "empty_at_gamma_max", "value": float((np.abs(path[0][iu]) <= thr).all())},
+                 {"setting": name, "metric": "full_at_gamma_min", "value": float((np.abs(path[-1][iu]) > thr).all())}]
+    if "gauss_its" in est:
+        import torch
+
+        from . import sm
+
+        mu, P = torch.tensor(z["gauss_mu"]), torch.tensor(z["gauss_P"])
+        Xt = torch.tensor(z["gauss_Xtest"])
+        for k, t in enumerate(est["gauss_its"]):
+            mh, Ph = torch.tensor(est["gauss_mu_hat"][k], dtype=torch.float64), torch.tensor(est["gauss_P_hat"][k], dtype=torch.float64)
+            name = f"gauss_it{int(t)}"
+            rows += [{"setting": name, "metric": "fisher_div", "value": float(sm.fisher_divergence(mh, Ph, mu, P, Xt))},
+                     {"setting": name, "metric": "prec_err_fro", "value": float(torch.linalg.norm(Ph - P))},
+                     {"setting": name, "metric": "mean_err", "value": float(torch.linalg.norm(mh - mu))}]
+    return rows
+
+
+# ---- table ------------------------------------------------------------------------------------
+
+def _cell(agg, m, s, metric, digits=3):
+    from icml25.tables import fmt, lookup
+
+    c = lookup(agg, m, s, metric)
+    return fmt(c[0], c[1], digits) if c else "–"
+
+
+def make_table(agg, cfg):
+    import pandas as pd
+
+    rows = []
+    its = cfg["gauss_checkpoints"]
+    mid = its[len(its) // 2]
+    for m in cfg["methods"]:
+        row = {"method": METHODS[m].label}
+        for g, p in _ggm_settings(cfg):
+            row[f"AUC {g} p={p:g}"] = _cell(agg, m, _sname(g, p), "auc")
+        if cfg["data"].get("gauss"):
+            row[f"Fisher div. it {mid}"] = _cell(agg, m, f"gauss_it{mid}", "fisher_div", 2)
+            row[f"Fisher div. it {its[-1]}"] = _cell(agg, m, f"gauss_it{its[-1]}", "fisher_div", 2)
+            row[f"‖P̂−P‖F it {its[-1]}"] = _cell(agg, m, f"gauss_it{its[-1]}", "prec_err_fro", 2)
+        row["CPU s/job"] = _cell(agg, m, "all", "cpu_seconds", 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- claims -----------------------------------------------------------------------------------
+
+def _mean(agg, m, s, metric):
+    from icml25.tables import lookup
+
+    c = lookup(agg, m, s, metric)
+    if c is None:
+        raise KeyError(f"{m}/{s}/{metric}")
+    return c[0]
+
+
+def _present(cfg, methods):
+    missing = [m for m in methods if m not in cfg["methods"]]
+    if missing:
+        raise KeyError(",".join(missing))
+
+
+def claim_star_var_best(agg, cfg):
+    _present(cfg, MISSING_METHODS)
+    if "star" not in cfg["data"]["graphs"]:
+        raise KeyError("star")
+    ps = sorted(float(p) for p in cfg["data"]["p_miss"])
+    margins, parts, best_all = [], [], True
+    for p in ps:
+        s = _sname("star", p)
+        v = _mean(agg, "marg_var", s, "auc")
+        om, ov = max(((m, _mean(agg, m, s, "auc")) for m in MISSING_METHODS if m != "marg_var"), key=lambda t: t[1])
+        margins.append(v - ov)
+        best_all &= v > ov
+        parts.append(f"p={p:g}: Var {v:.3f} vs best other {om} {ov:.3f} (margin {v - ov:+.3f})")
+    grows = margins[-1] > margins[0]
+    ok = best_all and grows
+    return ClaimResult("holds" if ok else "fails",
+                       "; ".join(parts) + f"; highest at every p: {best_all}; margin grows (last > first): {grows}")
+
+
+def claim_param_estimation(agg, cfg):
+    _present(cfg, MISSING_METHODS)
+    if not cfg["data"].get("gauss"):
+        raise KeyError("gauss")
+    its = cfg["gauss_checkpoints"]
+    last, mid = f"gauss_it{its[-1]}", f"gauss_it{its[len(its) // 2]}"
+    fd = {m: _mean(agg, m, last, "fisher_div") for m in MISSING_METHODS}
+    fdm = {m: _mean(agg, m, mid, "fisher_div") for m in MISSING_METHODS}
+    best_iw_em = min(fd["marg_iw"], fd["em"])
+    a = best_iw_em < fd["marg_var"] and best_iw_em < fd["zeroed"]
+    b = max(fd["marg_iw"], fd["em"]) <= 1.5 * best_iw_em
+    gap_last = fd["marg_var"] - best_iw_em
+    gap_mid = fdm["marg_var"] - min(fdm["marg_iw"], fdm["em"])
+    c = gap_last < gap_mid
+    zero_drop = (fdm["zeroed"] - fd["zeroed"]) / fdm["zeroed"]
+    dd = fd["zeroed"] > 2 * best_iw_em and zero_drop < 0.1
+    ok = a and b and c and dd
+    nums = ", ".join(f"{m} {fd[m]:.2f}" for m in MISSING_METHODS)
+    return ClaimResult("holds" if ok else "fails",
+                       f"Fisher div. at it {its[-1]}: {nums}; IW/EM best {a}; IW~EM (within 1.5x) {b}; "
+                       f"Var gap to best IW/EM {gap_mid:.2f} (it {its[len(its) // 2]}) -> {gap_last:.2f}: approaches {c}; "
+                       f"Zeroed > 2x best and drop over 2nd half {100 * zero_drop:.0f}% < 10%: {dd}")
+
+
+def _spread(agg, cfg, graph):
+    vals = []
+    for p in cfg["data"]["p_miss"]:
+        aucs = [_mean(agg, m, _sname(graph, float(p)), "auc") for m in MISSING_METHODS]
+        vals.append(max(aucs) - min(aucs))
+    return sum(vals) / len(vals)
+
+
+def claim_dense_closer(agg, cfg):
+    _present(cfg, MISSING_METHODS)
+    if not {"star", "dense"} <= set(cfg["data"]["graphs"]):
+        raise KeyError("star/dense")
+    s, d = _spread(agg, cfg, "star"), _spread(agg, cfg, "dense")
+    vs = [_mean(agg, "marg_var", _sname("star", float(p)), "auc") - max(_mean(agg, m, _sname("star", float(p)), "auc") for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
+    vd = [_mean(agg, "marg_var", _sname("dense", float(p)), "auc") - max(_mean(agg, m, _sname("dense", float(p)), "auc") for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
+    ms, md = sum(vs) / len(vs), sum(vd) / len(vd)
+    return ClaimResult("holds" if d < s else "fails",
+                       f"mean AUC spread (max-min over the 4 missing-data methods) dense {d:.3f} vs star {s:.3f}; "
+                       f"mean Var margin dense {md:+.3f} vs star {ms:+.3f}")
+
+
+STUDY = Study(
+    name="missing_sm",
+    paper=PAPER,
+    methods=METHODS,
+    metrics=METRICS,
+    download=download,
+    preprocess=preprocess,
+    train=train,
+    evaluate=evaluate,
+    make_table=make_table,
+    validate=validate,
+    claims=[
+        Claim("star_var_best", "Star graph: Marg-Var has the highest AUC at every p_miss, and its margin grows with p_miss",
+              "Fig. 3: Marg-Var best, others comparable", claim_star_var_best),
+        Claim("param_estimation", "Gaussian parameter estimation: Marg-IW ~ EM best, Marg-Var approaches them, Zeroed plateaus",
+              "Fig. 1 / Fig. 9 (no table)", claim_param_estimation),
+        Claim("dense_closer", "Dense graph: the methods are closer than on the star graph",
+              "Fig. 4: Var best 'though not as clearly'", claim_dense_closer),
+    ],
+    stand_ins={
+        "smoke": "d=5, n=120, a 6-gamma path and a 16-unit variational net; numbers are meaningless (tests only).",
+        "mini": "the paper's simulated set-ups, untruncated (Sec. 5.2.1/5.2.2 graphs with d=10, n=1000, p_miss 0.3/0.6/0.8; "
+                "Sec. 5.1 Gaussian as in App. B.1.2, p_miss 0.2), 5 seeds instead of 50/200 repeats, 1200 iterations; "
+                "gamma path 10^0.3..10^-4 (the paper's 10^-1.7 top does not empty the graph under the plain Hyvarinen loss).",
+        "full": "50 seeds and p_miss 0.2..0.9 on the same procedural data; the truncated variants, the d-sweep and "
+                "the S&P 100 / yeast real-data experiments are not implemented.",
+    },
+)
