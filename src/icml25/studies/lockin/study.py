@@ -1,0 +1,348 @@
+"""Lock-in study glue: the contract hooks over formal.py (Section 3) and abm.py (Section 4), the table
+and the claims."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from icml25.core.errors import UserError
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+
+PAPER = Paper(
+    title="The Lock-in Hypothesis: Stagnation by Algorithm",
+    authors="Qiu, He, Chugh, Kleiman-Weiner",
+    arxiv="2506.06166",
+    code="none public (thelockinhypothesis.com); implemented from the paper",
+)
+
+FORMAL = ("lockin_model", "degroot")
+LOOP = ("full_loop", "frozen_ai", "no_trust")
+
+METHODS = {
+    "lockin_model": Method("lockin_model", "Bayesian trust model (Sec. 3)", True,
+                           "private + aggregated posteriors, q' = p + Wq, nu'q' = mu_hat p + W(nu q); human-LLM star W"),
+    "degroot": Method("degroot", "plain DeGroot averaging (baseline)", False,
+                      "same W and observations, row-normalised averaging without precisions"),
+    "full_loop": Method("full_loop", "human-AI loop: AI retrained every round (Sec. 4)", True,
+                        "users -> corpus -> AI fine-tuned each round -> users sample AI and update with trust lambda2"),
+    "frozen_ai": Method("frozen_ai", "AI frozen after round 0 (ablation)", False, "no re-absorption"),
+    "no_trust": Method("no_trust", "lambda2 = 0 (ablation)", False, "users ignore the AI"),
+}
+
+METRICS = {
+    # Section 3 (setting = "rho2=<(N-1) l1 l2>"), LLM agent 0, over the batch of independent runs
+    "err_T": ("mean |nu_T - mu| of the LLM's aggregated belief", "lower"),
+    "err_ratio": ("RMS error at T / RMS error at T/4 (0.5 for 1/sqrt(T))", ""),
+    "err_slope": ("slope of log RMS error vs log t on [T/200, T] (-0.5 converging, 0 frozen)", ""),
+    "spread_T": ("cross-run std of nu_T", ""),
+    "drift": ("mean |nu_T - nu_{T/2}|", ""),
+    "parity_gap": ("mean |nu_T - nu_{T-1}|", ""),
+    "entropy_T": ("posterior entropy of the LLM's aggregated belief at T (nats)", ""),
+    "log_q_over_T": ("log(q_T / T)", ""),
+    "q_growth": ("log(q_T/T) - log(q_{T/4}/(T/4)): 0 bounded, >0 confidence explodes", ""),
+    "calib_z": ("RMS of (nu_T - mu) sqrt(q_T): 1 calibrated, >1 over-confident", ""),
+    "rho_W": ("spectral radius of the trust matrix (numerical)", ""),
+    "rho_formula_err": ("|rho(W) - sqrt((N-1) l1 l2)|", "lower"),
+    # Section 4 (setting = topic name or "mean")
+    "entropy_start": ("entropy of the stated-level histogram at round 0 (nats)", ""),
+    "entropy_end": ("entropy of the stated-level histogram after the last round", "higher"),
+    "entropy_ratio": ("entropy_end / entropy_start", "higher"),
+    "std_start": ("std of beliefs at round 0", ""),
+    "std_end": ("std of beliefs after the last round", "higher"),
+    "lineage_start": ("lineage diversity on the topic->stance->level tree at round 0", ""),
+    "lineage_end": ("lineage diversity after the last round", "higher"),
+    "ai_answer_entropy_end": ("entropy of the AI's sampled answers in the last round", ""),
+    "belief_mean_end": ("mean belief after the last round", ""),
+    "parse_fail": ("share of AI answers without a parsable level", "lower"),
+    "ai_loss_last": ("AI fine-tuning loss, last steps", ""),
+}
+
+
+def _setting(rho2: float) -> str:
+    return f"rho2={float(rho2):g}"
+
+
+def validate(cfg: dict) -> None:
+    f = cfg["formal"]
+    if int(f["n_agents"]) < 2:
+        raise UserError(f"lockin: formal.n_agents must be >= 2, got {f['n_agents']}")
+    if int(f["T"]) < 8:
+        raise UserError(f"lockin: formal.T must be >= 8, got {f['T']}")
+    if any(float(r) <= 0 for r in f["rho2"]):
+        raise UserError(f"lockin: formal.rho2 values must be > 0, got {f['rho2']}")
+    lam2 = cfg["loop"]["lambda2"]
+    if not 0 <= float(lam2) <= 1:
+        raise UserError(f"lockin: loop.lambda2 must be in [0, 1], got {lam2}")
+    bad = [t for t in cfg["data"]["topics"] if not t or any(c.isspace() for c in t)]
+    if bad:
+        raise UserError(f"lockin: topics must be single words (use underscores), got {bad}")
+    if int(cfg["loop"]["rounds"]) < 1:
+        raise UserError("lockin: loop.rounds must be >= 1")
+
+
+def download(cfg: dict, raw_dir: Path) -> None:
+    """Nothing to fetch: the paper's simulations start from synthetic beliefs. (The WildChat analysis,
+    which would fetch allenai/WildChat-1M, is not implemented; see the README.)"""
+    (raw_dir / "SOURCE.txt").write_text("lockin: populations and the base-LM corpus are generated from seeds in preprocess\n")
+
+
+def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+    from . import data
+
+    data.write(cfg, out_dir)
+
+
+def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
+    from . import abm, data
+
+    abm.create_base(cfg["ai"], list(cfg["data"]["topics"]), data.load_pretrain(data_dir), out_dir,
+                    int(cfg.get("base_seed", 0)))
+
+
+def _formal_inputs(cfg, rho2):
+    import numpy as np
+
+    from . import formal as F
+
+    f = cfg["formal"]
+    N = int(f["n_agents"])
+    l1, l2 = F.star_lambdas(float(rho2), N, f.get("lambda2"))
+    W = F.star_trust(N, l1, l2)
+    sigma = np.full(N, float(f["sigma_human"]))
+    sigma[0] = float(f["sigma_llm"]) if f.get("sigma_llm") is not None else np.inf
+    return W, sigma, l1, l2
+
+
+def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
+    import numpy as np
+
+    curves = []
+    if method in FORMAL:
+        from . import formal as F
+
+        f = cfg["formal"]
+        T, mu = int(f["T"]), float(f["mu"])
+        for k, rho2 in enumerate(f["rho2"]):
+            W, sigma, l1, l2 = _formal_inputs(cfg, rho2)
+            rng = np.random.default_rng([int(seed), k])  # same streams for both methods: paired comparison
+            sim = F.simulate if method == "lockin_model" else F.simulate_degroot
+            res = sim(W, sigma, mu, T, int(f["n_runs"]), rng)
+            np.savez(run_dir / f"formal_{_setting(rho2)}.npz", t=res["t"], nu=res["nu"][:, :, 0],
+                     log_q=res["log_q"][:, 0] if res["log_q"] is not None else np.zeros(0))
+            curves += [{"setting": _setting(rho2), **c} for c in F.curves(res, mu)]
+        return {"metrics": [], "curves": curves}
+
+    from . import abm, data
+
+    topics = list(cfg["data"]["topics"])
+    res = abm.run_loop(method, data.population_for(cfg["data"], seed), topics, base_dir, cfg, seed)
+    rows, curves = abm.summary_rows(res, topics)
+    np.save(run_dir / "beliefs_end.npy", res["beliefs"])
+    (run_dir / "loop.json").write_text(json.dumps({"history": res["history"], "parse_fail": res["parse_fail"],
+                                                   "ai_entropy": res["ai_entropy"], "losses": res["losses"]}))
+    return {"metrics": [], "curves": curves}
+
+
+def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
+    import numpy as np
+
+    if method in FORMAL:
+        from . import formal as F
+
+        f = cfg["formal"]
+        T, mu, N = int(f["T"]), float(f["mu"]), int(f["n_agents"])
+        rows = []
+        for rho2 in f["rho2"]:
+            z = np.load(run_dir / f"formal_{_setting(rho2)}.npz")
+            res = {"t": z["t"], "nu": z["nu"][:, :, None], "log_q": z["log_q"][:, None] if z["log_q"].size else None}
+            m = F.summarise(res, mu, T)
+            W, _, l1, l2 = _formal_inputs(cfg, rho2)
+            m["rho_W"] = F.spectral_radius(W)
+            m["rho_formula_err"] = abs(m["rho_W"] - math.sqrt((N - 1) * l1 * l2))
+            rows += [{"setting": _setting(rho2), "metric": k, "value": v} for k, v in m.items()]
+        return rows
+
+    from . import abm
+
+    rec = json.loads((run_dir / "loop.json").read_text())
+    res = {**rec, "beliefs": np.load(run_dir / "beliefs_end.npy")}
+    rows, _ = abm.summary_rows(res, list(cfg["data"]["topics"]))
+    return rows
+
+
+# ---- table ------------------------------------------------------------------------------------
+
+_A_COLS = [("err_T", "|ν_T−μ|", 4), ("err_slope", "d log err / d log T", 2), ("spread_T", "cross-run spread", 4),
+           ("drift", "drift T/2→T", 4), ("entropy_T", "entropy H_T", 1), ("q_growth", "log growth of q/T", 2),
+           ("calib_z", "calib. z", 2)]
+_B_COLS = [("entropy_start", "entropy start", 2), ("entropy_end", "entropy end", 2), ("entropy_ratio", "entropy end/start", 2),
+           ("std_end", "std end", 3), ("lineage_start", "lineage start", 2), ("lineage_end", "lineage end", 2),
+           ("ai_answer_entropy_end", "AI answer entropy end", 2), ("parse_fail", "unparsable answers", 3)]
+
+
+def _cell(agg, m, s, metric, digits):
+    from icml25.tables import fmt, lookup
+
+    c = lookup(agg, m, s, metric)
+    if c is None:
+        return "–"
+    mean, std = c[0], c[1]
+    if abs(mean) >= 1e4 or (mean != 0 and abs(mean) < 10 ** -digits):
+        return f"{mean:.2e} ± {std:.1e}"
+    return fmt(mean, std, digits)
+
+
+def make_table(agg, cfg):
+    import pandas as pd
+
+    rows = []
+    cols = ["part", "method", "setting"] + [c[1] for c in _A_COLS] + [c[1] for c in _B_COLS]
+    for m in cfg["methods"]:
+        if m in FORMAL:
+            for rho2 in cfg["formal"]["rho2"]:
+                s = _setting(rho2)
+                row = {"part": "A (Sec. 3)", "method": METHODS[m].label, "setting": s}
+                row.update({lab: _cell(agg, m, s, met, d) for met, lab, d in _A_COLS})
+                rows.append(row)
+        else:
+            row = {"part": "B (Sec. 4)", "method": METHODS[m].label, "setting": "mean of topics"}
+            row.update({lab: _cell(agg, m, "mean", met, d) for met, lab, d in _B_COLS})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=cols).fillna("")
+
+
+# ---- claims -----------------------------------------------------------------------------------
+
+def _get(agg, m, s, metric) -> float:
+    from icml25.tables import lookup
+
+    c = lookup(agg, m, s, metric)
+    if c is None:
+        raise KeyError(f"{m}/{s}/{metric}")
+    return c[0]
+
+
+FROZEN_DRIFT = 1e-6  # a belief that moved less than this over [T/2, T] is frozen
+CONVERGING_SLOPE = -0.3  # error falls at least like T^-0.3 (1/sqrt(T) is -0.5)
+
+
+def claim_threshold(agg, cfg):
+    parts, ok = [], True
+    for rho2 in cfg["formal"]["rho2"]:
+        s = _setting(rho2)
+        slope, drift = _get(agg, "lockin_model", s, "err_slope"), _get(agg, "lockin_model", s, "drift")
+        ratio = _get(agg, "lockin_model", s, "err_ratio")
+        # frozen: no movement over [T/2, T] and the same error at T/4 and T (the log-log slope over
+        # [T/200, T] would also see the transient before the freeze)
+        frozen = drift < FROZEN_DRIFT and abs(ratio - 1) < 1e-3
+        converging = slope < CONVERGING_SLOPE and drift >= FROZEN_DRIFT
+        ok &= frozen if float(rho2) > 1 else converging
+        parts.append(f"ρ²={float(rho2):g}: slope {slope:.2f}, err(T)/err(T/4) {ratio:.3f}, drift {drift:.1e} "
+                     f"({'frozen' if frozen else 'converging' if converging else 'neither'})")
+    return ClaimResult("holds" if ok else "fails", "; ".join(parts))
+
+
+def _largest_below(cfg):
+    below = [float(r) for r in cfg["formal"]["rho2"] if float(r) < 1]
+    if not below:
+        raise KeyError("no rho2 < 1 in config")
+    return max(below)
+
+
+def claim_false_values(agg, cfg):
+    ref = _largest_below(cfg)
+    e0, s0 = _get(agg, "lockin_model", _setting(ref), "err_T"), _get(agg, "lockin_model", _setting(ref), "spread_T")
+    parts, ok = [f"ρ²={ref:g}: error {e0:.4f}, spread {s0:.4f}"], True
+    above = [float(r) for r in cfg["formal"]["rho2"] if float(r) > 1]
+    if not above:
+        return ClaimResult("n.a.", "no rho2 > 1 in config")
+    for r in above:
+        e, sp = _get(agg, "lockin_model", _setting(r), "err_T"), _get(agg, "lockin_model", _setting(r), "spread_T")
+        ok &= e > 2 * e0 and sp > 2 * s0
+        parts.append(f"ρ²={r:g}: error {e:.4f} ({e / e0:.1f}x), spread {sp:.4f} ({sp / s0:.1f}x)")
+    return ClaimResult("holds" if ok else "fails", "; ".join(parts))
+
+
+def claim_confidence(agg, cfg):
+    parts, ok = [], True
+    for rho2 in cfg["formal"]["rho2"]:
+        r = float(rho2)
+        g = _get(agg, "lockin_model", _setting(r), "q_growth")
+        if r > 1:
+            ok &= g > 1.0
+        elif r < 1:
+            ok &= abs(g) < 0.1
+        parts.append(f"ρ²={r:g}: {g:.3g}")
+    z1 = [f"calib z at ρ²=1: {_get(agg, 'lockin_model', _setting(1.0), 'calib_z'):.1f}"] if 1.0 in [float(r) for r in cfg["formal"]["rho2"]] else []
+    return ClaimResult("holds" if ok else "fails", "log growth of q_T/T over [T/4, T]: " + "; ".join(parts + z1))
+
+
+def claim_degroot(agg, cfg):
+    parts, ok = [], True
+    for rho2 in cfg["formal"]["rho2"]:
+        slope = _get(agg, "degroot", _setting(rho2), "err_slope")
+        ok &= slope < CONVERGING_SLOPE
+        parts.append(f"ρ²={float(rho2):g}: slope {slope:.2f}")
+    return ClaimResult("holds" if ok else "fails", "DeGroot error slopes " + "; ".join(parts))
+
+
+COLLAPSE = 0.5  # diversity at least halved
+
+
+def _loop_claim(agg, cfg, start, end, what):
+    vals = {}
+    for m in LOOP:
+        if m in cfg["methods"]:
+            vals[m] = _get(agg, m, "mean", end) / _get(agg, m, "mean", start)
+    if "full_loop" not in vals or len(vals) < 2:
+        raise KeyError("full_loop and an ablation")
+    ok = vals["full_loop"] < COLLAPSE and all(v >= COLLAPSE for m, v in vals.items() if m != "full_loop")
+    return ClaimResult("holds" if ok else "fails",
+                       f"{what} end/start (mean of topics): " + ", ".join(f"{m} {v:.2f}" for m, v in vals.items()))
+
+
+def claim_collapse(agg, cfg):
+    return _loop_claim(agg, cfg, "entropy_start", "entropy_end", "belief entropy")
+
+
+def claim_lineage(agg, cfg):
+    return _loop_claim(agg, cfg, "lineage_start", "lineage_end", "lineage diversity")
+
+
+STUDY = Study(
+    name="lockin",
+    paper=PAPER,
+    methods=METHODS,
+    metrics=METRICS,
+    download=download,
+    preprocess=preprocess,
+    fit_base=fit_base,
+    train=train,
+    evaluate=evaluate,
+    make_table=make_table,
+    validate=validate,
+    claims=[
+        Claim("threshold", "Lock-in iff ρ(W)>1: the LLM's belief freezes for (N−1)λ1λ2 > 1 and converges (error ~T^-1/2) below",
+              "Fig. 1: 0.9 converges to the truth, 1.1 locks in (15 runs)", claim_threshold),
+        Claim("false_values", "Above the threshold runs freeze at different false values (error and cross-run spread > 2x those at the largest ρ² < 1)",
+              "Fig. 1c: every run converges to a false value", claim_false_values),
+        Claim("confidence", "Above the threshold confidence explodes (q_T/T grows without bound); below it q_T/T stays bounded",
+              "Fig. 1: posterior entropy collapses above the threshold; over-confidence at 1.0", claim_confidence),
+        Claim("degroot", "Plain DeGroot averaging (no precision bookkeeping) has no threshold: it converges at every ρ²",
+              "(our control; the threshold comes from the precision recursion)", claim_degroot),
+        Claim("collapse", "Belief diversity (entropy) collapses (end/start < 0.5) only in the full loop, not with a frozen AI or λ2 = 0",
+              "Sec. 4: diversity collapses under the human-LLM loop", claim_collapse),
+        Claim("lineage", "Lineage diversity collapses (end/start < 0.5) only in the full loop",
+              "Sec. 4/5: lineage diversity falls", claim_lineage),
+    ],
+    stand_ins={
+        "smoke": "tiny formal model (N=11, T=200, 4 runs) and a 3-round loop with 10 users and a ~5k-parameter LM; numbers are meaningless.",
+        "mini": "Part A is the paper's exact model (N=101, T=2000, 15 runs per seed). Part B replaces the 100 GPT-4.1-nano "
+                "agents by 100 templated users (4 topics, bimodal start, 50 rounds) and the AI by a ~0.1M-parameter GPT-2 "
+                "(word-level tokenizer, pretrained in the pipeline on opinion-free template data, saved/loaded with "
+                "save_pretrained/from_pretrained), fine-tuned 8 steps per round (λ1) with trust λ2 = 0.3.",
+        "full": "Part A at T=20000; Part B with an instruct LLM loaded by path (Meta-Llama-3-8B-Instruct, chat template), "
+                "100 agents x 200 rounds x 4 topics on a GPU. The WildChat-1M analysis is not implemented.",
+    },
+)
