@@ -18,6 +18,7 @@ rule download:
     resources:
         mem_mb=res("download", "mem_mb", 2000),
         runtime=res("download", "runtime", 30),
+        gpu=res("download", "gpu", 0),
     conda:
         ENV
     shell:
@@ -37,6 +38,7 @@ rule preprocess:
     resources:
         mem_mb=res("preprocess", "mem_mb", 4000),
         runtime=res("preprocess", "runtime", 30),
+        gpu=res("preprocess", "gpu", 0),
     conda:
         ENV
     shell:

@@ -60,7 +60,7 @@ def test_sigkill_mid_run_resumes_to_the_same_tables(tmp_path, smoke_tree):
     snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
     for path, mtime in done_before.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was finished before the kill but redone"
-    assert len(list((root / "results").rglob("metrics.json"))) == 6
+    assert len(list((root / "results").rglob("metrics.json"))) == len(list((smoke_tree / "results").rglob("metrics.json")))
     # every output parses; no temp file was taken for an output
     for f in (root / "results").rglob("*.json"):
         json.loads(f.read_text())
