@@ -119,13 +119,17 @@ def test_report_in_chromium(smoke_tree, browser):
     report = build_report(smoke_tree)
     parsed = parse_report(report)
     browser.get(report.as_uri())
-    _wait(lambda: "Results" in _body(browser), 60, "the report to render")
+    _wait(lambda: "results" in _body(browser).lower(), 60, "the report to render")  # CSS may upper-case it
     for name in landed_studies():
         claims = json.loads((smoke_tree / "results" / SCALE / "tables" / f"{name}.claims.json").read_text())["claims"]
         browser.get(report.as_uri())
-        _click_link(browser, "Results")
+        # with one category Snakemake's menu has a "Results" link; with several, a heading above them
+        if browser.find_elements(By.XPATH, "//a[normalize-space(.)='Results']"):
+            _click_link(browser, "Results")
         _click_link(browser, name)
-        _click_link(browser, "table")
+        # a study with figures has "table" and "figures" subcategories; one without lists its table directly
+        if browser.find_elements(By.XPATH, "//a[normalize-space(.)='table']"):
+            _click_link(browser, "table")
         _open_result(browser, "table and claims")
         body = _wait(lambda: "DESCRIPTION" in _body(browser).upper() and _body(browser), 20, "the caption")
         assert "Stand-ins at this scale" in body and all(c["verdict"] in body for c in claims)
