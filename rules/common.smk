@@ -7,6 +7,9 @@ from snakemake.utils import validate
 from icml25.core import config as icfg
 from icml25.core import provenance
 
+# `--config tracking=false` arrives as a string
+if isinstance(config.get("tracking"), str):
+    config["tracking"] = config["tracking"].strip().lower() in ("true", "1", "yes")
 validate(config, "../config/config.schema.yaml")
 
 ROOT = Path(workflow.basedir)

@@ -270,6 +270,12 @@ def claim_dense_closer(agg, cfg):
                        f"mean Var margin dense {md:+.3f} vs star {ms:+.3f}")
 
 
+def _figures(agg, cfg, out_dir):
+    from .figures import figures  # matplotlib only when figures are drawn
+
+    return figures(agg, cfg, out_dir)
+
+
 STUDY = Study(
     name="missing_sm",
     paper=PAPER,
@@ -281,6 +287,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
+    figures=_figures,
     claims=[
         Claim("star_var_best", "Star graph: Marg-Var has the highest AUC at every p_miss, and its margin grows with p_miss",
               "Fig. 3: Marg-Var best, others comparable", claim_star_var_best),

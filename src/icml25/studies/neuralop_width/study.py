@@ -447,6 +447,12 @@ def claim_step_time(agg, cfg):
                        "ours/neuralop step time " + ", ".join(f"m={w}: {r:.2f}" for w, r in ratios))
 
 
+def _figures(agg, cfg, out_dir):
+    from .figures import figures  # matplotlib only when figures are drawn
+
+    return figures(agg, cfg, out_dir)
+
+
 STUDY = Study(
     name="neuralop_width",
     paper=PAPER,
@@ -458,6 +464,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
+    figures=_figures,
     claims=[
         Claim("hessian_scaling", "FNO output Hessian and DeepONet branch/trunk blocks shrink like m^-1/2",
               "O(1/sqrt(m)) Hessian bounds (Theorems on FNO and DON smoothness)", claim_hessian_scaling),
