@@ -150,7 +150,9 @@ def test_full_scale_gpu_job_is_accepted_by_slurm(slurm, tmp_path):
 
     root = copy_workflow(tmp_path / "wf")
     jobs = dry_run_jobs(root, "all", "--profile", "profiles/slurm", "--config", "scale=full")
-    gpu_job = next(j for j in jobs if int(j["resources"].get("gpu", 0)) > 0)
+    # the smallest full-scale GPU job: a test node has far less memory than a cluster node
+    gpu_job = min((j for j in jobs if int(j["resources"].get("gpu", 0)) > 0),
+                  key=lambda j: int(j["resources"].get("mem_mb", 0)))
     call = sbatch_call(gpu_job, workdir=str(tmp_path), logfile=str(tmp_path / "%j.log"))
     assert "--gpus=" in call
     proc = subprocess.run(call + " --test-only --wrap true", shell=True, capture_output=True, text=True)
