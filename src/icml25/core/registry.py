@@ -92,6 +92,22 @@ class Study:
         return self.methods[method]
 
 
+def lazy_hook(module: str, attr: str) -> Callable[..., Any]:
+    """A hook that imports `module` only when called, so heavy imports (matplotlib, torch) stay out of
+    `icml25 table`. It forwards the optional `ctx` only to hooks that take one (as the figures stage
+    decides for any hook)."""
+    import inspect
+
+    def hook(*args):
+        fn = getattr(importlib.import_module(module), attr)
+        params = inspect.signature(fn).parameters
+        takes_all = len(params) >= len(args) or any(p.kind == p.VAR_POSITIONAL for p in params.values())
+        return fn(*args) if takes_all else fn(*args[: len(params)])
+
+    hook.__name__ = f"lazy:{module}.{attr}"
+    return hook
+
+
 def available() -> list[str]:
     import icml25.studies as pkg
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from icml25.core.errors import UserError
-from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
 
 PAPER = Paper(
     title="The Lock-in Hypothesis: Stagnation by Algorithm",
@@ -310,12 +310,6 @@ def claim_lineage(agg, cfg):
     return _loop_claim(agg, cfg, "lineage_start", "lineage_end", "lineage diversity")
 
 
-def _figures(agg, cfg, out_dir):
-    from .figures import figures  # matplotlib only when figures are drawn
-
-    return figures(agg, cfg, out_dir)
-
-
 STUDY = Study(
     name="lockin",
     paper=PAPER,
@@ -328,7 +322,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
-    figures=_figures,
+    figures=lazy_hook("icml25.studies.lockin.figures", "figures"),
     claims=[
         Claim("threshold", "Lock-in iff ρ(W)>1: the LLM's belief freezes for (N−1)λ1λ2 > 1 and converges (error ~T^-1/2) below",
               "Fig. 1: 0.9 converges to the truth, 1.1 locks in (15 runs)", claim_threshold),

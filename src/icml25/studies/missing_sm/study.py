@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from icml25.core.errors import UserError
-from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
 
 PAPER = Paper(
     title="Score Matching with Missing Data",
@@ -270,12 +270,6 @@ def claim_dense_closer(agg, cfg):
                        f"mean Var margin dense {md:+.3f} vs star {ms:+.3f}")
 
 
-def _figures(agg, cfg, out_dir):
-    from .figures import figures  # matplotlib only when figures are drawn
-
-    return figures(agg, cfg, out_dir)
-
-
 STUDY = Study(
     name="missing_sm",
     paper=PAPER,
@@ -287,7 +281,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
-    figures=_figures,
+    figures=lazy_hook("icml25.studies.missing_sm.figures", "figures"),
     claims=[
         Claim("star_var_best", "Star graph: Marg-Var has the highest AUC at every p_miss, and its margin grows with p_miss",
               "Fig. 3: Marg-Var best, others comparable", claim_star_var_best),

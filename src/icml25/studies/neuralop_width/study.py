@@ -16,7 +16,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.io import write_json
-from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
 
 PAPER = Paper(
     title="Optimization for Neural Operators can Benefit from Width",
@@ -447,12 +447,6 @@ def claim_step_time(agg, cfg):
                        "ours/neuralop step time " + ", ".join(f"m={w}: {r:.2f}" for w, r in ratios))
 
 
-def _figures(agg, cfg, out_dir):
-    from .figures import figures  # matplotlib only when figures are drawn
-
-    return figures(agg, cfg, out_dir)
-
-
 STUDY = Study(
     name="neuralop_width",
     paper=PAPER,
@@ -464,7 +458,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
-    figures=_figures,
+    figures=lazy_hook("icml25.studies.neuralop_width.figures", "figures"),
     claims=[
         Claim("hessian_scaling", "FNO output Hessian and DeepONet branch/trunk blocks shrink like m^-1/2",
               "O(1/sqrt(m)) Hessian bounds (Theorems on FNO and DON smoothness)", claim_hessian_scaling),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.io import write_json
-from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
 
 PAPER = Paper(
     title="One-Shot Feature Selection with Additive Noise Distortion (SAND)",
@@ -235,12 +235,6 @@ def claim_no_retraining(agg, cfg):
                        f"SAND retrain epochs {sand:.0f}; " + ", ".join(f"{m} {v:.0f}" for m, v in others.items()))
 
 
-def _figures(agg, cfg, out_dir, ctx=None):
-    from .figures import figures
-
-    return figures(agg, cfg, out_dir, ctx)
-
-
 STUDY = Study(
     name="sand",
     paper=PAPER,
@@ -252,7 +246,7 @@ STUDY = Study(
     evaluate=evaluate,
     make_table=make_table,
     validate=validate,
-    figures=_figures,
+    figures=lazy_hook("icml25.studies.sand.figures", "figures"),
     claims=[
         Claim("beats_random", "SAND beats random-k on every dataset", "SAND > random-k on all datasets (Table 2)",
               claim_beats_random),
