@@ -34,7 +34,8 @@ class Ctx:
 
         study = registry.get_study(name)
         raw = config.load_study(self.root, name)
-        unknown = [m for m in raw["methods"] if m not in study.methods]
+        listed = list(raw["methods"]) + [m for sc in raw["scales"].values() for m in (sc or {}).get("methods", [])]
+        unknown = sorted({m for m in listed if m not in study.methods})
         if unknown:
             raise UserError(f"config/studies/{name}.yaml lists unknown method(s) {unknown}; known: {', '.join(study.methods)}")
         cfg = config.effective(raw, self.scale)

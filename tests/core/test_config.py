@@ -59,6 +59,22 @@ def test_effective_merges_common_and_scale():
         config.effective(raw, "huge")
 
 
+def test_a_scale_may_run_its_own_methods():
+    raw = {"study": "x", "methods": ["a", "b"], "common": {},
+           "scales": {"smoke": {}, "mini": {}, "full": {"methods": ["a", "b", "c"]}}}
+    assert config.effective(raw, "mini")["methods"] == ["a", "b"]
+    assert config.effective(raw, "full")["methods"] == ["a", "b", "c"]
+
+
+def test_unknown_method_of_one_scale_is_named(workflow_copy, capsys):
+    from icml25 import cli
+
+    path = workflow_copy / "config" / "studies" / "sand.yaml"
+    path.write_text(path.read_text().replace("  full:\n", "  full:\n    methods: [sand, nope]\n", 1))
+    assert cli.main(["table", "--root", str(workflow_copy), "--scale", "mini", "--study", "sand"]) == 2
+    assert "unknown method(s) ['nope']" in capsys.readouterr().err
+
+
 def test_config_hash_is_order_independent_and_sensitive():
     a = {"x": 1, "y": {"z": [1, 2]}}
     b = {"y": {"z": [1, 2]}, "x": 1}

@@ -101,7 +101,8 @@ def effective(raw: dict, scale: str) -> dict:
     cfg = deep_merge(raw.get("common", {}), raw["scales"][scale])
     cfg["study"] = raw["study"]
     cfg["scale"] = scale
-    cfg["methods"] = list(raw["methods"])
+    # a scale may run its own method list (e.g. an analysis of a dataset that only the full scale has)
+    cfg["methods"] = list(raw["scales"][scale].get("methods") or raw["methods"])
     cfg.setdefault("seeds", [0])
     return cfg
 

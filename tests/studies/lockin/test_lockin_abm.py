@@ -93,3 +93,28 @@ def test_population_is_bimodal():
     for k in range(4):
         h = np.histogram(b[:, k], bins=10, range=(0, 1))[0]
         assert h[1] + h[2] > 5 * h[5] and h[7] + h[8] > 5 * h[5]
+
+
+def test_lora_starts_as_the_base_and_trains_only_the_adapters(base):
+    """The full scale's preference learning (peft LoRA): the wrapped model's logits equal the base model's
+    before training (B = 0), fine-tuning moves only adapter weights, and the loss falls."""
+    pytest.importorskip("peft")
+    out, _ = base
+    torch.manual_seed(0)
+    model, tok, _ = abm.load_ai(out)
+    ref = {k: v.clone() for k, v in model.state_dict().items()}
+    ids = torch.tensor([tok(abm._prompt_text(tok, D.QUESTION.format(topic="beta"), False), add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        base_logits = model(ids).logits.clone()
+    lora = abm.with_lora(model, {"r": 4, "alpha": 8, "target_modules": ["c_attn"]})
+    with torch.no_grad():
+        assert torch.allclose(lora(ids).logits, base_logits, atol=1e-6)
+    trainable = [p for p in lora.parameters() if p.requires_grad]
+    assert 0 < sum(p.numel() for p in trainable) < 0.2 * sum(p.numel() for p in lora.parameters())
+    rng = np.random.default_rng(2)
+    corpus = [D.dialogue("beta", 9, int(rng.integers(4))) for _ in range(64)]
+    losses = abm.finetune(lora, tok, corpus, 25, 32, torch.optim.AdamW(trainable, lr=0.01), rng)
+    assert losses[-1] < losses[0]
+    merged = lora.merge_and_unload()  # folds B A into the targeted weights: only those may differ from the base
+    changed = [k for k, v in merged.state_dict().items() if k in ref and not torch.equal(v, ref[k])]
+    assert changed and all("c_attn.weight" in k for k in changed), changed

@@ -63,7 +63,7 @@ def create_base(ai_cfg: dict, topics: list[str], corpus, out_dir: Path, seed: in
     config names a pretrained model (full scale), record its path. Returns the base record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if ai_cfg.get("pretrained"):
-        rec = {"model_path": ai_cfg["pretrained"], "chat": bool(ai_cfg.get("chat", True))}
+        rec = {"model_path": ai_cfg["pretrained"], "chat": bool(ai_cfg.get("chat", True)), "dtype": ai_cfg.get("dtype")}
         (out_dir / "base.json").write_text(json.dumps(rec))
         return rec
     _quiet_hf()
@@ -99,8 +99,24 @@ def load_ai(base_dir: Path):
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path).to(_device())
+    dtype = rec.get("dtype")  # e.g. bfloat16 for an 8B model at full scale, as the paper's GPU runs
+    kwargs = {"dtype": getattr(__import__("torch"), dtype)} if dtype else {}
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(_device())
     return model, tok, rec
+
+
+def with_lora(model, lora: dict | None):
+    """Wrap the AI in LoRA adapters (peft) when the config asks for them: full fine-tuning of an 8B model
+    each round does not fit one GPU, so the full scale's preference learning updates low-rank adapters
+    only. B starts at zero, so the wrapped model starts exactly as the base model."""
+    if not lora:
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    r = int(lora["r"])
+    cfg = LoraConfig(r=r, lora_alpha=int(lora.get("alpha", 2 * r)), lora_dropout=float(lora.get("dropout", 0.0)),
+                     target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM")
+    return get_peft_model(model, cfg)
 
 
 # ---- fine-tuning and sampling ----------------------------------------------------------------------
@@ -214,8 +230,9 @@ def run_loop(condition: str, beliefs0: np.ndarray, topics: list[str], base_dir: 
     rng = np.random.default_rng([int(seed), 7])
     torch.manual_seed(seed)
     model, tok, rec = load_ai(base_dir)
+    model = with_lora(model, ai_cfg.get("lora"))
     chat = bool(rec.get("chat", False))
-    opt = torch.optim.AdamW(model.parameters(), lr=float(ai_cfg["lr"]))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=float(ai_cfg["lr"]))
     lam2 = float(loop["lambda2"]) if cond["trust"] else 0.0
     b = np.array(beliefs0, dtype=float)
     n_users = b.shape[0]

@@ -84,3 +84,28 @@ def belief_tree(levels: int = 10) -> ConceptTree:
 
 def belief_concepts(beliefs, levels: int = 10) -> list[str]:
     return [f"level{k}" for k in stated_levels(beliefs, levels)]
+
+
+def tree_lineage_diversity(ids, paths: np.ndarray, sizes: np.ndarray, rng: np.random.Generator | None = None,
+                           max_pairs: int = 200_000) -> float:
+    """Section 5's lineage diversity of a multiset of concepts `ids` in a concept tree with |T| leaves:
+    D = (log|T| - log E_{u,v}[|T| / |T_lca(u,v)|]) / log|T|, u != v positions of the multiset; 0 when
+    all concepts are the same (the LCA is the leaf itself), 1 when every pair meets at the root.
+    `paths`/`sizes` as data_concepts.build_tree returns them; pairs are sampled beyond `max_pairs`."""
+    ids = np.asarray(ids, dtype=np.int64)
+    m = len(ids)
+    if m < 2:
+        return float("nan")
+    if m * (m - 1) // 2 <= max_pairs:
+        i, j = np.triu_indices(m, 1)
+    else:
+        rng = rng or np.random.default_rng(0)
+        i = rng.integers(m, size=max_pairs)
+        j = rng.integers(m - 1, size=max_pairs)
+        j = j + (j >= i)
+    pu, pv = paths[ids[i]], paths[ids[j]]
+    k = np.cumprod(pu == pv, axis=1).sum(axis=1)  # length of the common root-to-leaf prefix
+    lca = np.where(k == 0, 0, pu[np.arange(len(k)), np.maximum(k - 1, 0)])
+    total = float(sizes[0])
+    e = float(np.mean(total / sizes[lca]))
+    return float((np.log(total) - np.log(e)) / np.log(total))

@@ -1,8 +1,9 @@
-"""lockin figures: the threshold (Fig. 1) and the diversity of the feedback loop (Sec. 4)."""
+"""lockin figures: the threshold (Fig. 1), the diversity of the feedback loop (Sec. 4) and, at full scale,
+the WildChat-1M diversity series (Sec. 5)."""
 from __future__ import annotations
 
 
-def figures(agg, cfg, out_dir):
+def figures(agg, cfg, out_dir, ctx=None):
     from icml25.core import figures as F
 
     from .study import METHODS
@@ -39,4 +40,20 @@ def figures(agg, cfg, out_dir):
                        "the seeds. The paper: diversity collapses only when the AI re-absorbs the users' beliefs "
                        "and users trust it.")
         out.append(fig)
+    if ctx is not None and "wildchat" in methods:
+        cur = ctx.curves()
+        cur = cur[(cur.method == "wildchat") & (cur.metric == "lineage")]
+        fams = sorted(cur.setting.unique())
+        if fams:
+            fig, axes = F.panels(len(fams), ncols=min(3, len(fams)), name="lockin_wildchat",
+                                 title="WildChat-1M: lineage diversity of users' concepts")
+            for ax, fam in zip(axes, fams):
+                F.curves(ax, cur, ["wildchat"], fam, "lineage", labels=labels, colors=colors,
+                         xlabel="3-day bin since the start", ylabel="lineage diversity", title=fam)
+            F.legend(fig)
+            F.caption(fig, "Section 5: per-bin lineage diversity of the concepts in users' messages, per model "
+                           "family; the line is seed 0 and the bootstrap replicates (seeds > 0) averaged, the band "
+                           "± 1 std. Version switches (where a new GPT version becomes the majority) are in the "
+                           "table with their discontinuity fits.")
+            out.append(fig)
     return out
