@@ -53,3 +53,30 @@ def smoke_tree(tmp_path_factory) -> Path:
     git_init(root)
     snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
     return root
+
+
+class _QuietFiles(__import__("http.server").server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def file_server():
+    """serve(directory) -> base URL of a real HTTP server over that directory (the full-scale download
+    path fetched from local stand-ins of the real files); every server stops at teardown."""
+    import http.server
+    import threading
+    from functools import partial
+
+    servers = []
+
+    def serve(directory) -> str:
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietFiles, directory=str(directory)))
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield serve
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()

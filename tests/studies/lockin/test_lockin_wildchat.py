@@ -3,9 +3,7 @@ the full-scale path (download -> concept extraction -> tree -> per-bin diversity
 tiny local WildChat-like parquet shards served over HTTP."""
 from __future__ import annotations
 
-import http.server
-import threading
-from functools import partial
+import json
 
 import numpy as np
 import pandas as pd
@@ -110,42 +108,32 @@ def _shard(rng, n, t0_days, days, switch_day):
     return pd.DataFrame(rows)
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-
-def test_full_scale_wildchat_path_on_stand_in_shards(tmp_path, workflow_copy):
+def test_full_scale_wildchat_path_on_stand_in_shards(tmp_path, workflow_copy, file_server):
     rng = np.random.default_rng(0)
     www = tmp_path / "www"
     www.mkdir()
     for i, (t0, days) in enumerate([(0, 60), (60, 60)]):
         _shard(rng, 900, t0, days, 60).to_parquet(www / f"train-{i:05d}-of-00002.parquet")
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        path = workflow_copy / "config" / "studies" / "lockin.yaml"
-        raw = yaml.safe_load(path.read_text())
-        full = raw["scales"]["full"]
-        full["methods"], full["seeds"] = ["wildchat"], [0, 1]
-        wc = full["data"]["wildchat"]
-        wc.update(base_url=f"http://127.0.0.1:{srv.server_address[1]}", n_shards=2,
-                  extractor={"kind": "keywords", "max_concepts": 5}, embedder={"kind": "hashing"},
-                  tree={"branching": 4, "depth": 2, "seed": 0})
-        full["data"].update(n_users=4, pretrain_items=10)
-        full["wildchat_analysis"].update(min_conversations=20, bandwidth=15)
-        path.write_text(yaml.safe_dump(raw))
-        base = ["--root", str(workflow_copy), "--scale", "full", "--study", "lockin"]
-        for stage in ("download", "preprocess", "fit-base"):
-            assert cli.main([stage, *base]) == 0, stage
-        for seed in ("0", "1"):
-            assert cli.main(["train", *base, "--method", "wildchat", "--seed", seed]) == 0
-            assert cli.main(["evaluate", *base, "--method", "wildchat", "--seed", seed]) == 0
-        assert cli.main(["table", *base]) == 0
-        assert cli.main(["figures", *base]) == 0
-    finally:
-        srv.shutdown()
-    import json
+    url = file_server(www)
+    path = workflow_copy / "config" / "studies" / "lockin.yaml"
+    raw = yaml.safe_load(path.read_text())
+    full = raw["scales"]["full"]
+    full["methods"], full["seeds"] = ["wildchat"], [0, 1]
+    wc = full["data"]["wildchat"]
+    wc.update(base_url=url, n_shards=2,
+              extractor={"kind": "keywords", "max_concepts": 5}, embedder={"kind": "hashing"},
+              tree={"branching": 4, "depth": 2, "seed": 0})
+    full["data"].update(n_users=4, pretrain_items=10)
+    full["wildchat_analysis"].update(min_conversations=20, bandwidth=15)
+    path.write_text(yaml.safe_dump(raw))
+    base = ["--root", str(workflow_copy), "--scale", "full", "--study", "lockin"]
+    for stage in ("download", "preprocess", "fit-base"):
+        assert cli.main([stage, *base]) == 0, stage
+    for seed in ("0", "1"):
+        assert cli.main(["train", *base, "--method", "wildchat", "--seed", seed]) == 0
+        assert cli.main(["evaluate", *base, "--method", "wildchat", "--seed", seed]) == 0
+    assert cli.main(["table", *base]) == 0
+    assert cli.main(["figures", *base]) == 0
 
     claims = json.loads((workflow_copy / "results/full/tables/lockin.claims.json").read_text())["claims"]
     wc_claim = next(c for c in claims if c["id"] == "wildchat_drop")

@@ -2,12 +2,9 @@
 evaluate -> table), run on tiny local stand-ins of the real files served by a real HTTP server."""
 import gzip
 import hashlib
-import http.server
 import io
 import struct
-import threading
 import zipfile
-from functools import partial
 
 import numpy as np
 import pytest
@@ -59,15 +56,13 @@ def _stand_ins(rng):
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
+def served(tmp_path, monkeypatch, file_server):
     files = _stand_ins(np.random.default_rng(0))
     www = tmp_path / "www"
     for rel, blob in files.items():
         (www / rel).parent.mkdir(parents=True, exist_ok=True)
         (www / rel).write_bytes(blob)
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    base = file_server(www)
     # point the real source table at the stand-ins, with their real checksums
     for name in ("mnist", "madelon", "coil20"):
         entry = {**D.FULL_SOURCES[name], "files": {}}
@@ -77,13 +72,7 @@ def served(tmp_path, monkeypatch):
             entry["files"][fname] = {"url": f"{base}/{name}/{fname}", "md5": None, "sha256": None,
                                      algo: getattr(hashlib, algo)(blob).hexdigest()}
         monkeypatch.setitem(D.FULL_SOURCES, name, entry)
-    yield base
-    srv.shutdown()
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
+    return base
 
 
 def test_full_scale_path_on_stand_ins(served, workflow_copy):
