@@ -60,7 +60,7 @@ class _QuietFiles(__import__("http.server").server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def file_server():
     """serve(directory) -> base URL of a real HTTP server over that directory (the full-scale download
     path fetched from local stand-ins of the real files); every server stops at teardown."""

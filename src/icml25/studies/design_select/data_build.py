@@ -17,6 +17,7 @@ from . import data_models as M
 from .data_dre import MDRE
 
 PREDICTORS = ("ridge", "mlp")
+RNA_TASKS = ("known", "known_overlap", "estimated")
 
 
 def _log(msg):
@@ -136,12 +137,29 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
         for g, th in (("mean", tm), ("exceed", te)):
             lo, hi = float(np.min(th)), float(np.max(th))
             grid = lo + (hi - lo) * np.linspace(lo_f, hi_f, d["n_tau"])
+            if g == "mean" and d.get("tau_grid"):  # full scale: the paper's fixed grid
+                a, b, step = d["tau_grid"]
+                grid = np.arange(a, b + step / 10, step)
             taus[f"{task}/{g}"] = list(np.minimum(grid, 1.0) if g == "exceed" else grid)  # a probability
     write_json(out_dir / "meta.json", {
         "P": P.tolist(), "gamma": gamma, "known_names": names, "estimated_names": enames, "taus": taus,
         "train_label_mean": float(ytr.mean()), "ridge_sigma": ridge.sigma, "seconds": time.time() - t0,
     })
     _log(f"done ({time.time() - t0:.0f}s)")
+
+
+def build(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+    """The data stage of every configured task: the RNA tasks (when any is configured) and GB1 (when
+    data.gb1 is configured: parse the table; with the gb1_known task also predictors, menu, trials)."""
+    from . import data_gb1
+
+    if any(t in RNA_TASKS for t in cfg["tasks"]):
+        preprocess(cfg, raw_dir, out_dir)
+    if cfg["data"].get("gb1"):
+        data_gb1.preprocess(cfg["data"]["gb1"], raw_dir / "gb1", out_dir / data_gb1.TASK_DIR)
+        for task in data_gb1.GB1_TASKS:
+            if task in cfg["tasks"]:
+                data_gb1.build_task(cfg, out_dir, task, raw_dir / "gb1")
 
 
 def load(data_dir: Path) -> dict:

@@ -52,7 +52,8 @@ class MLPEnsemble:
 
     @classmethod
     def fit(cls, X1h, y, seed: int, n_models: int = 3, n_hidden: int = 64, n_epoch: int = 30,
-            batch_size: int = 256, lr: float = 2e-3, val_frac: float = 0.1):
+            batch_size: int = 256, lr: float = 2e-3, val_frac: float = 0.1, weights: np.ndarray | None = None):
+        """weights: per-example loss weights (official EnrichmentFeedForward: 1 / (2 var)); None = plain MSE."""
         import copy
 
         import torch
@@ -69,22 +70,28 @@ class MLPEnsemble:
         Xt, yt = torch.tensor(X1h[tr]), torch.tensor(y[tr], dtype=torch.float32)
         Xv, yv = torch.tensor(X1h[va]), torch.tensor(y[va], dtype=torch.float32)
         fwd = lambda X: torch.cat([m(X) for m in models], 1).mean(1)
+        if weights is None:
+            lossf = lambda pred, y, idx: ((pred - y) ** 2).mean()
+        else:
+            wt = torch.tensor(np.asarray(weights, np.float32))
+            wtr, wva = wt[tr], wt[va]
+            lossf = lambda pred, y, idx: (idx * (pred - y) ** 2).mean()
         opt = torch.optim.Adam(models.parameters(), lr=lr)
         best, best_state = np.inf, None
         for _ in range(n_epoch):
             with torch.no_grad():
-                vl = float(((fwd(Xv) - yv) ** 2).mean())
+                vl = float(lossf(fwd(Xv), yv, None if weights is None else wva))
             if vl < best:  # official: keep the parameters of the best validation epoch
                 best, best_state = vl, copy.deepcopy(models.state_dict())
             order = torch.randperm(len(yt))
             for i in range(0, len(yt), batch_size):
                 b = order[i:i + batch_size]
-                loss = ((fwd(Xt[b]) - yt[b]) ** 2).mean()
+                loss = lossf(fwd(Xt[b]), yt[b], None if weights is None else wtr[b])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
         with torch.no_grad():
-            if float(((fwd(Xv) - yv) ** 2).mean()) < best:
+            if float(lossf(fwd(Xv), yv, None if weights is None else wva)) < best:
                 best_state = copy.deepcopy(models.state_dict())
         models.load_state_dict(best_state)
         layers = []

@@ -7,10 +7,10 @@ import numpy as np
 
 from . import data_landscape as L
 from . import inference as I
-from .data_build import PREDICTORS, load, load_trials
+from .data_build import PREDICTORS, RNA_TASKS, load, load_trials
 from .data_models import exceed_forecast
 
-TASKS = ("known", "known_overlap", "estimated")
+TASKS = ("known", "known_overlap", "estimated", "gb1_known", "gb1_official")
 
 
 def overlap_idx(data, n: int, min_ess: float) -> np.ndarray:
@@ -58,22 +58,59 @@ def task_inputs(data, trials, task, seed, cfg):
     return {"K": K, "pred": pred_name, "lab": lab, "logw": logw, "design": design, "Y": trials["Y"]}
 
 
+def gb1_task_inputs(gdata, trials, seed, cfg):
+    """The GB1 task (official select_for_mean_with_labeled_data): predictions and exact density ratios
+    q_T(x) / p_NNK(x) (both stop-rejected site-wise products) on each trial's NNK labelled data, and
+    predictions on n_design sequences sampled once per temperature and seed."""
+    from . import data_gb1 as G
+
+    T, n, Ls = trials["X"].shape
+    Xf = trials["X"].reshape(T * n, Ls)
+    X1 = G.onehot21(Xf)
+    lab = {p: tuple(a.reshape(T, n) for a in m.predict_mu_sigma(X1)) for p, m in gdata["models"].items()}
+    m = gdata["known"]
+    preds = gdata["meta"]["predictors"]
+    pred_name = [preds[i] for i in m["predictor"]]
+    logP = L.log_prob(Xf, gdata["P"])
+    logw = np.stack([(L.log_prob(Xf, Q) - logP).reshape(T, n) for Q in m["Q"]], -1)
+    rng = np.random.default_rng([seed, 7])
+    design = []
+    n_design = int(cfg["data"]["gb1"].get("n_design", cfg["n_design"]))
+    for k in range(len(pred_name)):
+        Xd = L.sample_product(m["Q"][k], n_design, rng)
+        design.append(gdata["models"][pred_name[k]].predict_mu_sigma(G.onehot21(Xd)))
+    return {"K": len(pred_name), "pred": pred_name, "lab": lab, "logw": logw, "design": design, "Y": trials["Y"]}
+
+
 def run(cfg, method, seed, data_dir):
     """Returns ({'task/g': selected (T, K, n_tau) bool}, diagnostics rows)."""
-    data = load(data_dir)
-    trials = load_trials(data_dir, seed)
-    gamma, alpha = data["meta"]["gamma"], float(cfg["alpha"])
+    from .study import task_gs
+
+    rna = any(t in RNA_TASKS for t in cfg["tasks"])
+    data = load(data_dir) if rna else None
+    trials = load_trials(data_dir, seed) if rna else None
+    alpha = float(cfg["alpha"])
     out, rows = {}, []
     for task in cfg["tasks"]:
+        grid = None  # calibrated forecasts: fixed grid over [0, 1] for the RNA labels, per design set for GB1
+        if task.startswith("gb1"):
+            from . import data_gb1 as G
+
+            gdata = G.load_task(data_dir, task)
+            inp = gb1_task_inputs(gdata, G.load_trials(data_dir, seed, task), seed, cfg)
+            gamma, task_taus = gdata["meta"]["gamma"], gdata["meta"]["taus"]
+        else:
+            gamma = data["meta"]["gamma"]
+            grid = np.linspace(0.0, 1.0, int(cfg["cf_grid"]))
         if task == "known_overlap":
             idx = overlap_idx(data, trials["Y"].shape[1], cfg["min_expected_ess"])
             full = task_inputs(data, trials, "known", seed, cfg)
             inp = {"K": len(idx), "pred": [full["pred"][i] for i in idx], "lab": full["lab"],
                    "logw": full["logw"][:, :, idx], "design": [full["design"][i] for i in idx], "Y": full["Y"]}
-            tau_key = "known"
-        else:
+            task_taus = {g: data["meta"]["taus"][f"known/{g}"] for g in GS}
+        elif not task.startswith("gb1"):
             inp = task_inputs(data, trials, task, seed, cfg)
-            tau_key = task
+            task_taus = {g: data["meta"]["taus"][f"{task}/{g}"] for g in GS}
         K, Y = inp["K"], inp["Y"]
         T = Y.shape[0]
         W = np.exp(inp["logw"] - inp["logw"].max(1, keepdims=True))  # (T, n, K); self-normalised later
@@ -82,19 +119,19 @@ def run(cfg, method, seed, data_dir):
             rows.append({"setting": task, "metric": "ess_frac_median", "value": float(np.median(ess))})
         cal = None
         if method == "calibrated":
-            cal = {p: [I.fit_calibrator(Y[t], *[a[t] for a in inp["lab"][p]]) for t in range(T)] for p in PREDICTORS}
-            grid = np.linspace(0.0, 1.0, int(cfg["cf_grid"]))
+            cal = {p: [I.fit_calibrator(Y[t], *[a[t] for a in inp["lab"][p]]) for t in range(T)] for p in inp["lab"]}
             rng = np.random.default_rng([seed, 11])
-        for g in cfg["gs"]:
-            taus = np.array(data["meta"]["taus"][f"{tau_key}/{g}"])
+        for g in task_gs(cfg, task):
+            taus = np.array(task_taus[g])
             gy = _g(g, Y, gamma)
             if method == "calibrated":
                 fc = np.empty((T, K))
                 for k in range(K):
                     mu, s = inp["design"][k]
                     sub = rng.choice(len(mu), min(int(cfg["cf_designs"]), len(mu)), replace=False)
+                    gk = grid if grid is not None else I.forecast_grid(mu[sub], s[sub], cfg["cf_grid"])
                     for t in range(T):
-                        fc[t, k] = I.calibrated_forecast(cal[inp["pred"][k]][t], mu[sub], s[sub], g, gamma, grid).mean()
+                        fc[t, k] = I.calibrated_forecast(cal[inp["pred"][k]][t], mu[sub], s[sub], g, gamma, gk).mean()
                 out[f"{task}/{g}"] = fc[:, :, None] >= taus[None, None, :]  # forecast >= tau, no test
                 continue
             est, se = np.empty((T, K)), np.empty((T, K))

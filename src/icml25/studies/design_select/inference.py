@@ -87,11 +87,20 @@ def fit_calibrator(y, mu, sigma):
 
 
 def calibrated_forecast(cal, mu, sigma, g: str, gamma: float, grid: np.ndarray):
-    """Forecast of E[g(Y)] for each design under the calibrated CDF R(Phi((y - mu)/sigma)); labels
-    lie in [0, 1], so E[Y] = int_0^1 (1 - F(y)) dy (trapezoid on `grid`), P(Y >= gamma) = 1 - F(gamma)."""
+    """Forecast of E[g(Y)] for each design under the calibrated CDF R(Phi((y - mu)/sigma)): with the
+    labels' support truncated to [grid[0], grid[-1]], E[Y] = grid[0] + int (1 - F(y)) dy (trapezoid on
+    `grid`; the RNA labels lie in [0, 1]: grid over [0, 1]); P(Y >= gamma) = 1 - F(gamma)."""
     xt, yt = cal
     s = np.maximum(sigma, 1e-6)
     if g == "exceed":
         return 1.0 - np.interp(norm.cdf(gamma, loc=mu, scale=s), xt, yt)
     F = np.interp(norm.cdf(grid[None, :], loc=mu[:, None], scale=s[:, None]), xt, yt)
-    return np.trapezoid(1.0 - F, grid, axis=1)
+    return grid[0] + np.trapezoid(1.0 - F, grid, axis=1)
+
+
+def forecast_grid(mu, sigma, n: int) -> np.ndarray:
+    """Integration grid for real-valued labels (GB1): the official limits min(mu - 3 sigma) and
+    max(mu + 3 sigma) over the designs, widened to include 0."""
+    lo = min(0.0, float(np.min(mu - 3 * sigma)))
+    hi = max(0.0, float(np.max(mu + 3 * sigma)))
+    return np.linspace(lo, hi, int(n))
