@@ -1,0 +1,104 @@
+"""The weight computations of every method, run once in fit_base with the shared proxy:
+
+- Chameleon: proxy LM on the uniform mixture -> domain embeddings -> KRLS -> softmax weights (pretraining and
+  finetuning), a lambda sweep, and the transfer scenario (new domains embedded with the same proxy vs a proxy
+  retrained on old + new domains).
+- DoReMi: a Group-DRO proxy against the uniform proxy as reference model.
+- size-proportional: natural domain sizes (characters before any cap).
+Each method's weight-computation FLOPs are logged.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from . import data_prep, krls, lm
+
+
+def domain_rng(seed: int, domain: str) -> np.random.Generator:
+    """Per-domain stream: a domain's embedding does not depend on which other domains exist or their order."""
+    return np.random.default_rng([int(seed), zlib.crc32(domain.encode())])
+
+
+def embed_all(model, toks: dict, domains: list[str], ecfg: dict, seed: int) -> tuple[np.ndarray, float]:
+    X, fwd_tokens = [], 0
+    for d in domains:
+        x, n = lm.embed_domain(model, toks[d]["train"], int(ecfg["windows"]), int(ecfg["ctx"]), domain_rng(seed, d))
+        X.append(x)
+        fwd_tokens += n
+    return np.stack(X), 2.0 * lm.n_params(model) * fwd_tokens
+
+
+def chameleon_weights(X: np.ndarray, ccfg: dict) -> dict:
+    return krls.chameleon(X, float(ccfg["lambda"]), bool(ccfg["normalise_omega"]), float(ccfg["pt_temperature"]),
+                          float(ccfg["ft_temperature"]))
+
+
+def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
+    meta, toks = data_prep.load(data_dir)
+    P, N = meta["pretrain_domains"], meta["new_domains"]
+    ft = list(cfg["finetune"]["domains"])
+    seed = int(cfg.get("base_seed", 0))
+    mcfg, hp, ccfg, ecfg = cfg["model"], cfg["train"], cfg["chameleon"], cfg["embed"]
+    vocab = int(meta["vocab_size"])
+    curves, rec = [], {"pretrain_domains": P, "new_domains": N, "ft_domains": ft}
+
+    # 1. proxy on the uniform mixture of the pretraining domains (also DoReMi's reference model)
+    proxy = lm.build(mcfg, vocab, seed)
+    res = lm.train(proxy, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["proxy_tokens"]), hp, seed)
+    curves += [{"setting": "proxy", "metric": "proxy_loss", **c} for c in res["curves"]]
+    lm.save(proxy, out_dir / "proxy", data_dir / "tokenizer.json")
+    proxy = lm.load(out_dir / "proxy")  # the Hub-like path: everything downstream uses the saved checkpoint
+    rec["n_params"] = lm.n_params(proxy)
+    rec["proxy_train_flops"] = res["flops"]
+
+    # 2.-5. Chameleon pretraining weights (+ lambda sweep)
+    X, emb_flops = embed_all(proxy, toks, P, ecfg, seed)
+    ch = chameleon_weights(X, ccfg)
+    rec["chameleon"] = {"S": ch["S"].tolist(), "weights": ch["pretrain"].tolist(), "omega": ch["omega"].tolist(),
+                        "embed_flops": emb_flops}
+    rec["flops"] = {"uniform": 0.0, "proportional": 0.0, "chameleon": res["flops"] + emb_flops}
+    rec["sweep"] = {}
+    for lam in ccfg["lambda_sweep"]:
+        r = krls.chameleon(X, float(lam), bool(ccfg["normalise_omega"]), float(ccfg["pt_temperature"]))
+        rec["sweep"][str(lam)] = {"S": r["S"].tolist(), "weights": r["pretrain"].tolist(),
+                                  "rho_vs_default": krls.spearman(r["pretrain"], ch["pretrain"])}
+
+    # finetuning weights: KRLS among the finetuning domains, embedded with the same proxy
+    Xft, ft_flops = embed_all(proxy, toks, ft, ecfg, seed)
+    chf = chameleon_weights(Xft, ccfg)
+    rec["finetune"] = {"S": chf["S"].tolist(), "weights": chf["finetune"].tolist(), "embed_flops": ft_flops}
+
+    # 6. transfer: new domains embedded with the same proxy (no retraining) vs a proxy retrained on P + N
+    Xn, new_flops = embed_all(proxy, toks, N, ecfg, seed)
+    tr_same = chameleon_weights(np.concatenate([X, Xn]), ccfg)
+    proxy2 = lm.build(mcfg, vocab, seed)
+    res2 = lm.train(proxy2, [toks[d]["train"] for d in P + N], np.ones(len(P + N)), int(cfg["proxy_tokens"]), hp, seed)
+    curves += [{"setting": "proxy_retrained", "metric": "proxy_loss", **c} for c in res2["curves"]]
+    X2, emb2_flops = embed_all(proxy2, toks, P + N, ecfg, seed)
+    tr_re = chameleon_weights(X2, ccfg)
+    rec["transfer"] = {"domains": P + N, "weights_same_proxy": tr_same["pretrain"].tolist(),
+                       "weights_retrained": tr_re["pretrain"].tolist(),
+                       "S_same_proxy": tr_same["S"].tolist(), "S_retrained": tr_re["S"].tolist(),
+                       "rho": krls.spearman(tr_same["pretrain"], tr_re["pretrain"]),
+                       "flops_same_proxy": new_flops, "flops_retrained": res2["flops"] + emb2_flops}
+
+    # DoReMi: Group-DRO proxy against the uniform proxy as reference
+    proxy3 = lm.build(mcfg, vocab, seed + 1)
+    res3 = lm.train(proxy3, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["doremi_tokens"]),
+                    {**hp, **cfg["doremi"]}, seed + 1, doremi_ref=proxy)
+    curves += [{"setting": "doremi_proxy", "metric": "proxy_loss", **c} for c in res3["curves"]]
+    rec["doremi"] = {"weights": res3["doremi_weights"].tolist()}
+    rec["flops"]["doremi"] = res["flops"] + res3["flops"]  # reference model + DRO proxy (with reference forwards)
+
+    # size-proportional: natural sizes
+    nat = np.array([meta["domains"][d]["natural_chars"] for d in P], dtype=np.float64)
+    rec["proportional"] = {"weights": (nat / nat.sum()).tolist()}
+    rec["uniform"] = {"weights": (np.ones(len(P)) / len(P)).tolist()}
+    (out_dir / "weights.json").write_text(json.dumps(rec, indent=1))
+    (out_dir / "curves.json").write_text(json.dumps(curves))
+    np.savez(out_dir / "embeddings.npz", pretrain=X, finetune=Xft, new=Xn, retrained=X2)
+    return rec
