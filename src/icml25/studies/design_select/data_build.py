@@ -16,7 +16,9 @@ from . import data_landscape as L
 from . import data_models as M
 from .data_dre import MDRE
 
-PREDICTORS = ("ridge", "mlp")
+PREDICTORS = ("ridge", "mlp", "cnn")   # index = the saved `predictor` code; cnn only when configured
+KNOWN_PREDICTORS = ("ridge", "mlp")    # the known-ratio menu
+DEFAULT_EST_PREDICTORS = ("ridge", "mlp")
 RNA_TASKS = ("known", "known_overlap", "estimated")
 
 
@@ -69,15 +71,21 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     mlp = M.MLPEnsemble.fit(X1, ytr.astype(np.float32), seed=d["data_seed"], n_models=mc["n_models"],
                             n_hidden=mc["n_hidden"], n_epoch=mc["n_epoch"])
     models = {"ridge": ridge, "mlp": mlp}
-    np.savez(out_dir / "models.npz", **{f"ridge__{k}": v for k, v in ridge.state().items()},
-             **{f"mlp__{k}": v for k, v in mlp.state().items()})
+    ec = d["estimated"]
+    est_predictors = tuple(ec.get("predictors", DEFAULT_EST_PREDICTORS))
+    if "cnn" in est_predictors:  # the paper's third predictor (official models.CNN ensemble)
+        cc = d.get("cnn") or {}
+        models["cnn"] = M.CNNEnsemble.fit(X1, ytr.astype(np.float32), seq_len=Ls, seed=d["data_seed"], n_alpha=a,
+                                          **{k: cc[k] for k in ("n_models", "n_filters", "n_hidden", "kernel", "n_epoch",
+                                                                "batch_size", "lr") if k in cc})
+    np.savez(out_dir / "models.npz", **{f"{p}__{k}": v for p, mdl in models.items() for k, v in mdl.state().items()})
     _log(f"predictors fitted ({time.time() - t0:.0f}s)")
 
     # ---- known-ratio menu: max-entropy site-wise categoricals ----
     kc = d["known"]
     lams = lambdas(d)
     Qs, kpred, klam, names = [], [], [], []
-    for p in PREDICTORS:
+    for p in KNOWN_PREDICTORS:
         init = None
         for lam in lams:
             if p == "ridge":
@@ -96,18 +104,9 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
              theta_mean=np.array(th_mean), theta_exceed=np.array(th_exc), theta_mean_mc_se=np.array(th_se))
     _log(f"known menu: {len(Qs)} configurations ({time.time() - t0:.0f}s)")
 
-    # ---- estimated-ratio menu: AdaLead (kappa) and Biswas (T) x predictors ----
-    ec = d["estimated"]
+    # ---- estimated-ratio menu (AdaLead, Biswas; with the full config also PEX, CbAS, DbAS, VAE) ----
     sidx = L.to_idx([seed_seq(d)])[0]
-    designs, epred, enames = [], [], []
-    for p in PREDICTORS:
-        for kappa in ec["adalead_kappas"]:
-            designs.append(D.adalead(models[p].predict, Xtr, ytr, ec["n_design"], kappa, rng))
-            epred.append(PREDICTORS.index(p)); enames.append(f"adalead-{p}-{kappa:g}")
-        for T in ec["biswas_temps"]:
-            designs.append(D.biswas(models[p].predict, sidx, ec["n_design"], T, rng, max_mu=ec["max_mu"],
-                                    trust_radius=ec["trust_radius"], n_step=ec["n_step"]))
-            epred.append(PREDICTORS.index(p)); enames.append(f"biswas-{p}-{T:g}")
+    designs, epred, enames = estimated_menu(ec, models, Xtr, ytr, sidx, rng, seed=d["data_seed"], log=_log)
     designs = np.stack(designs).astype(np.int8)
     e_mean, e_exc = [], []
     for X in designs:  # theta of a design set = mean true label over its designs (oracle)
@@ -148,6 +147,71 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     _log(f"done ({time.time() - t0:.0f}s)")
 
 
+def _dbas_quantiles(ec, p):
+    q = ec.get("dbas_quantiles") or []
+    return list(q.get(p, q.get("default", [])) if isinstance(q, dict) else q)
+
+
+def estimated_menu_names(ec) -> list[tuple[str, str, str, object]]:
+    """(name, designer, predictor, hyperparameter) of every estimated-ratio configuration, in the
+    official rna-demo.ipynb order: 'vae-<vae_predictor>' first (when configured), then per predictor
+    AdaLead (kappas), Biswas (temperatures), PEX (when configured), CbAS (quantiles), DbAS (quantiles,
+    per predictor when `dbas_quantiles` is a mapping). Without the paper keys: AdaLead + Biswas only."""
+    out = []
+    if ec.get("vae_predictor"):
+        out.append((f"vae-{ec['vae_predictor']}", "vae", ec["vae_predictor"], None))
+    for p in ec.get("predictors", DEFAULT_EST_PREDICTORS):
+        out += [(f"adalead-{p}-{k:g}", "adalead", p, k) for k in ec["adalead_kappas"]]
+        out += [(f"biswas-{p}-{T:g}", "biswas", p, T) for T in ec["biswas_temps"]]
+        if ec.get("pex"):
+            out.append((f"pex-{p}", "pex", p, None))
+        out += [(f"cbas-{p}-{round(q, 2):g}", "cbas", p, q) for q in ec.get("cbas_quantiles") or []]
+        out += [(f"dbas-{p}-{round(q, 2):g}", "dbas", p, q) for q in _dbas_quantiles(ec, p)]
+    return out
+
+
+def estimated_menu(ec, models, Xtr, ytr, sidx, rng, seed: int = 0, log=None):
+    """Design sets of every configuration of estimated_menu_names(ec), in that order. The AdaLead /
+    Biswas calls and their use of rng are those of the original two-designer menu, so a config without
+    the paper keys (smoke, mini) yields the same designs."""
+    from . import data_paper_designers as PD
+
+    a = len(L.ALPHABET)
+    spec = estimated_menu_names(ec)
+    train_vae = None
+    bc = ec.get("bas") or {}
+    if any(kind in ("vae", "cbas", "dbas") for _, kind, _, _ in spec):
+        # one VAE fitted to the training sequences: the prior of every CbAS/DbAS run and the 'vae' designer
+        train_vae = PD.fit_train_vae(Xtr, seed=seed, latent_dim=bc.get("latent_dim", 10), n_hidden=bc.get("n_hidden", 20),
+                                     n_init_epoch=bc.get("n_init_epoch", 5), batch_size=bc.get("batch_size", 10),
+                                     lr=bc.get("lr", 1e-3), n_alpha=a)
+    designs, epred, enames = [], [], []
+    n = ec["n_design"]
+    for name, kind, p, h in spec:
+        mdl = models[p]
+        if kind == "adalead":
+            X = D.adalead(mdl.predict, Xtr, ytr, n, h, rng)
+        elif kind == "biswas":
+            X = D.biswas(mdl.predict, sidx, n, h, rng, max_mu=ec["max_mu"], trust_radius=ec["trust_radius"],
+                         n_step=ec["n_step"])
+        elif kind == "pex":
+            pc = ec["pex"]
+            X = PD.pex(mdl.predict, Xtr, ytr, sidx, n, pc["p_mutation"], rng,
+                       frontier_neighborhood_size=pc.get("frontier_neighborhood_size", 5), n_alpha=a)
+        elif kind == "vae":
+            X = train_vae.generate(n, rng)[0]
+        else:
+            X = PD.bas(mdl.predict_mu_sigma, train_vae, n, float(h), kind, rng, n_iter=bc.get("n_iter", 20),
+                       n_sample=bc.get("n_sample", 1000), n_epoch=bc.get("n_epoch", 5),
+                       batch_size=bc.get("batch_size", 10), lr=bc.get("lr", 1e-3), n_alpha=a)
+        designs.append(X)
+        epred.append(PREDICTORS.index(p))
+        enames.append(name)
+        if log is not None and kind not in ("adalead", "biswas"):
+            log(f"estimated menu: {name} designed")
+    return designs, epred, enames
+
+
 def build(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     """The data stage of every configured task: the RNA tasks (when any is configured) and GB1 (when
     data.gb1 is configured: parse the table; with the gb1_known task also predictors, menu, trials)."""
@@ -168,10 +232,13 @@ def load(data_dir: Path) -> dict:
     mz = np.load(data_dir / "models.npz")
     ridge = M.Ridge.from_state({k.split("__", 1)[1]: mz[k] for k in mz.files if k.startswith("ridge__")})
     mlp = M.MLPEnsemble.from_state({k.split("__", 1)[1]: mz[k] for k in mz.files if k.startswith("mlp__")})
+    models = {"ridge": ridge, "mlp": mlp}
+    if any(k.startswith("cnn__") for k in mz.files):
+        models["cnn"] = M.CNNEnsemble.from_state({k.split("__", 1)[1]: mz[k] for k in mz.files if k.startswith("cnn__")})
     known = dict(np.load(data_dir / "known.npz"))
     est = dict(np.load(data_dir / "estimated.npz"))
     mdre = MDRE({k.split("__", 1)[1]: v for k, v in est.items() if k.startswith("mdre__")})
-    return {"meta": meta, "models": {"ridge": ridge, "mlp": mlp}, "known": known, "estimated": est, "mdre": mdre,
+    return {"meta": meta, "models": models, "known": known, "estimated": est, "mdre": mdre,
             "P": np.array(meta["P"])}
 
 

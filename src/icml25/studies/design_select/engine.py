@@ -23,7 +23,7 @@ GS = ("mean", "exceed")
 
 
 def _predict_all(models, X1):
-    return {p: models[p].predict_mu_sigma(X1) for p in PREDICTORS}
+    return {p: m.predict_mu_sigma(X1) for p, m in models.items()}
 
 
 def _f(g, mu, sigma, gamma):
