@@ -54,9 +54,51 @@ def sample(mu, Sigma, n, rng):
     return rng.multivariate_normal(mu, Sigma, size=n, method="cholesky")
 
 
+def halfspace(mu, Sigma, rng, outside: float):
+    """Sec. 5.2.1: a random hyperplane (uniform direction a) with a fraction `outside` of N(mu, Sigma) beyond
+    it; the domain is {a^T x <= b}."""
+    from scipy.stats import norm
+
+    a = rng.standard_normal(len(mu))
+    a /= np.linalg.norm(a)
+    b = float(a @ mu + norm.ppf(1 - outside) * np.sqrt(a @ Sigma @ a))
+    return a, b
+
+
+def quantile_box(mu, Sigma, dims: int, q: float):
+    """Sec. 5.1.1 / App. E.3.1: lower bounds at the q-quantile of each of the first `dims` coordinates."""
+    from scipy.stats import norm
+
+    lo = np.full(len(mu), -np.inf)
+    lo[:dims] = mu[:dims] + norm.ppf(q) * np.sqrt(np.diag(Sigma)[:dims])
+    return lo
+
+
+def sample_truncated(mu, Sigma, n, rng, lo=None, a=None, b=None):
+    """n rows of N(mu, Sigma) restricted to {x > lo} and {a^T x <= b}, by rejection (in blocks)."""
+    out, have = [], 0
+    while have < n:
+        x = sample(mu, Sigma, 2 * n, rng)
+        keep = np.ones(len(x), bool)
+        if lo is not None:
+            keep &= (x > lo).all(1)
+        if a is not None:
+            keep &= x @ a <= b
+        out.append(x[keep])
+        have += int(keep.sum())
+    return np.concatenate(out)[:n]
+
+
 def generate(seed: int, data_cfg: dict) -> dict:
-    """Everything one seed needs, as arrays (written to raw/seed{seed}.npz)."""
+    """Everything one seed needs, as arrays (written to raw/seed{seed}.npz).
+
+    Untruncated (data.truncate false, the mini scale): exactly the original streams. Truncated (the paper's
+    Sec. 5.1.1 / 5.2.1 set-ups): graphs on a random halfspace with `trunc_outside` of the mass cut off
+    ({kind}_a, {kind}_b); the Gaussian above the `gauss_trunc_q` quantile of its first `gauss_trunc_dims`
+    coordinates (gauss_lo). gauss_* arrays carry a leading repeat axis (gauss_reps independent problems).
+    d_sweep: one star graph per extra dimension dd (dsw{dd}_*), truncated like the graphs."""
     d, n = int(data_cfg["d"]), int(data_cfg["n"])
+    trunc = bool(data_cfg.get("truncate", False))
     out = {}
     for gi, kind in enumerate(data_cfg["graphs"]):
         rng = _rng(data_cfg["data_seed"], seed, 1, gi)
@@ -65,15 +107,47 @@ def generate(seed: int, data_cfg: dict) -> dict:
         mu = np.full(d, float(data_cfg["mean"]))
         out[f"{kind}_P"] = P
         out[f"{kind}_mu"] = mu
-        out[f"{kind}_X"] = sample(mu, np.linalg.inv(P), n, rng)
+        if trunc:
+            a, b = halfspace(mu, np.linalg.inv(P), rng, float(data_cfg["trunc_outside"]))
+            out[f"{kind}_a"], out[f"{kind}_b"] = a, np.asarray(b)
+            out[f"{kind}_X"] = sample_truncated(mu, np.linalg.inv(P), n, rng, a=a, b=b)
+        else:
+            out[f"{kind}_X"] = sample(mu, np.linalg.inv(P), n, rng)
         out[f"{kind}_U"] = rng.random((n, d))
     if data_cfg.get("gauss", True):
-        rng = _rng(data_cfg["data_seed"], seed, 2)
-        mu, P, S = paper_gaussian(rng, int(data_cfg["gauss_d"]), float(data_cfg["mean"]))
-        out["gauss_mu"], out["gauss_P"] = mu, P
-        out["gauss_X"] = sample(mu, S, int(data_cfg["gauss_n"]), rng)
-        out["gauss_U"] = rng.random(out["gauss_X"].shape)
-        out["gauss_Xtest"] = sample(mu, S, int(data_cfg["gauss_n_test"]), rng)
+        keys = ("gauss_mu", "gauss_P", "gauss_X", "gauss_U", "gauss_Xtest", "gauss_lo")
+        reps = {k: [] for k in keys}
+        for k in range(int(data_cfg.get("gauss_reps", 1))):
+            rng = _rng(data_cfg["data_seed"], seed, 2) if k == 0 else _rng(data_cfg["data_seed"], seed, 2, k)
+            mu, P, S = paper_gaussian(rng, int(data_cfg["gauss_d"]), float(data_cfg["mean"]))
+            lo = quantile_box(mu, S, int(data_cfg["gauss_trunc_dims"]), float(data_cfg["gauss_trunc_q"])) if trunc \
+                else np.full(len(mu), -np.inf)
+            reps["gauss_mu"].append(mu)
+            reps["gauss_P"].append(P)
+            reps["gauss_lo"].append(lo)
+            if trunc:  # the test rows come from the truncated law too (the score is the Gaussian's inside X)
+                reps["gauss_X"].append(sample_truncated(mu, S, int(data_cfg["gauss_n"]), rng, lo=lo))
+                reps["gauss_U"].append(rng.random(reps["gauss_X"][-1].shape))
+                reps["gauss_Xtest"].append(sample_truncated(mu, S, int(data_cfg["gauss_n_test"]), rng, lo=lo))
+            else:
+                reps["gauss_X"].append(sample(mu, S, int(data_cfg["gauss_n"]), rng))
+                reps["gauss_U"].append(rng.random(reps["gauss_X"][-1].shape))
+                reps["gauss_Xtest"].append(sample(mu, S, int(data_cfg["gauss_n_test"]), rng))
+        out.update({k: np.stack(v) for k, v in reps.items()})
+    for dd in data_cfg.get("d_sweep", []) or []:
+        dd = int(dd)
+        rng = _rng(data_cfg["data_seed"], seed, 5, dd)
+        P = random_graph_precision(dd, "star", rng, data_cfg["hub_prob"], data_cfg["dense_prob"],
+                                   data_cfg["w_low"], data_cfg["w_high"], data_cfg["min_eig"])
+        mu = np.full(dd, float(data_cfg["mean"]))
+        out[f"dsw{dd}_P"], out[f"dsw{dd}_mu"] = P, mu
+        if trunc:
+            a, b = halfspace(mu, np.linalg.inv(P), rng, float(data_cfg["trunc_outside"]))
+            out[f"dsw{dd}_a"], out[f"dsw{dd}_b"] = a, np.asarray(b)
+            out[f"dsw{dd}_X"] = sample_truncated(mu, np.linalg.inv(P), n, rng, a=a, b=b)
+        else:
+            out[f"dsw{dd}_X"] = sample(mu, np.linalg.inv(P), n, rng)
+        out[f"dsw{dd}_U"] = rng.random((n, dd))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from . import sm
+from . import trunc as TR
 
 METHODS = ("marg_iw", "marg_var", "em", "zeroed", "full")
 
@@ -27,19 +28,27 @@ class Objective:
             self.net = sm.VarNet(G, d, int(hp["var_hidden"]), gen=gen)
             self.opt = torch.optim.Adam(self.net.parameters(), lr=float(hp["var_lr"]))
 
-    def train_phi(self, model, X, M, batch: int):
+    def train_phi(self, model, X, M, batch: int, dom=None):
         """L steps of the variational objective at the current theta (Alg. 2, inner loop)."""
         for _ in range(int(self.hp["var_steps"])):
             idx = torch.randint(0, X.shape[1], (batch,), generator=self.gen)
-            J = sm.var_phi_objective(self.net, model, X[:, idx], M[:, idx], self.hp["var_objective"], 1, self.gen)
+            if dom is not None:
+                J = TR.var_phi_objective_t(self.net, model, X[:, idx], M[:, idx], dom, self.hp["var_objective"], 1,
+                                           self.gen)
+            else:
+                J = sm.var_phi_objective(self.net, model, X[:, idx], M[:, idx], self.hp["var_objective"], 1,
+                                         self.gen)
             self.opt.zero_grad(set_to_none=True)
             J.sum().backward()
             self.opt.step()
             self.phi_steps += 1
 
-    def loss(self, model, X, M, Xfull, idx):
-        """(G,) tensor whose gradient is the method's theta-gradient estimate on rows idx."""
+    def loss(self, model, X, M, Xfull, idx, dom=None):
+        """(G,) tensor whose gradient is the method's theta-gradient estimate on rows idx; with a truncation
+        domain (trunc.Domain) the truncated objective (eq. (5), Cor. 4.11, eq. (25))."""
         x, m = X[:, idx], M[:, idx]
+        if dom is not None:
+            return self._loss_t(model, x, m, Xfull[:, idx], dom)
         if self.method == "full":
             return sm.hyvarinen(model, Xfull[:, idx])
         if self.method == "zeroed":
@@ -51,6 +60,20 @@ class Objective:
         with torch.no_grad():
             xk, _, _ = self.net.sample(x, m, self.r, self.gen)
         return sm.var_pseudo_loss(model, xk, m)[0]
+
+    def _loss_t(self, model, x, m, xfull, dom):
+        cap = float(self.hp.get("g_cap", 1.0))
+        if self.method == "full":
+            return TR.hyvarinen_t(model, xfull, dom, cap)
+        if self.method == "zeroed":
+            return TR.zeroed_t(model, x, m, dom, cap)
+        if self.method == "marg_iw":
+            return TR.marg_iw_t(model, x, m, dom, self.r, self.prop_std, self.gen, cap=cap)
+        if self.method == "em":
+            return TR.em_t(model, x, m, dom, self.r, self.prop_std, self.gen, cap=cap)
+        with torch.no_grad():
+            xk = TR.var_sample_t(self.net, x, m, dom, self.r, self.gen)
+        return TR.var_pseudo_loss_t(model, xk, m, dom, cap)[0]
 
 
 def _prepare(X, M):
@@ -82,7 +105,9 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
     kind "adam": parameter estimation, P = L L^T (Cholesky), Adam(lr_adam) from P = I, mu = 0;
       returns (mu, P) at the checkpoint iterations.
     All problems must share n and d (they are stacked); the methods see X only where M is True,
-    except `full` (the oracle), which sees the complete rows.
+    except `full` (the oracle), which sees the complete rows. A group may carry a truncation domain per
+    problem ("lo" (G,d), "a" (G,d), "b" (G,), see trunc.Domain); if any does, every problem of the call is fitted
+    with the truncated objective (untruncated ones then have g = g_cap, i.e. their usual loss for g_cap = 1).
     """
     gen = torch.Generator().manual_seed(int(seed))
     names = list(groups)
@@ -91,6 +116,17 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
     G, n, d = X.shape
     sizes = [x.shape[0] for x in Xs]
     obj = Objective(method, G, d, hp, gen)
+    dom = None
+    if any(any(k in groups[nm] for k in ("lo", "a", "b")) for nm in names):
+        parts = []
+        for nm, g in zip(names, sizes):
+            spec, none = groups[nm], TR.Domain.none(g, d)
+            parts.append((torch.as_tensor(np.asarray(spec["lo"]), dtype=torch.float32) if "lo" in spec else none.lo,
+                          torch.as_tensor(np.asarray(spec["a"]), dtype=torch.float32) if "a" in spec else none.a,
+                          torch.as_tensor(np.asarray(spec["b"]), dtype=torch.float32) if "b" in spec else none.b))
+        dom = TR.Domain(*(torch.cat(t) for t in zip(*parts)))
+        if bool((dom.is_box & dom.is_half).any()):
+            raise ValueError("a problem has both a box and a halfspace truncation")
     batch = int(hp["batch"])
     off = ~torch.eye(d, dtype=torch.bool)
     state, T = {}, 0
@@ -126,9 +162,9 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
     for t in range(T):
         model = current()
         if obj.method == "marg_var":
-            obj.train_phi(model, Xobs, M, batch)
+            obj.train_phi(model, Xobs, M, batch, dom)
         idx = torch.randint(0, n, (batch,), generator=gen)
-        loss = obj.loss(model, Xobs, M, X, idx).sum()
+        loss = obj.loss(model, Xobs, M, X, idx, dom).sum()
         leaves = [p for k in names for p in ([state[k]["mu"], state[k]["A"]] if "A" in state[k]
                                             else [state[k]["mu"], state[k]["L"], state[k]["logd"]])]
         grads = dict(zip(map(id, leaves), torch.autograd.grad(loss, leaves, allow_unused=True)))
