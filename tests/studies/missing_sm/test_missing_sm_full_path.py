@@ -5,12 +5,9 @@ truncated set-ups and a d-sweep at toy size."""
 from __future__ import annotations
 
 import gzip
-import http.server
 import io
 import json
-import threading
 import zipfile
-from functools import partial
 
 import numpy as np
 import pytest
@@ -76,28 +73,20 @@ def _stand_ins(rng):
     return files
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-
 @pytest.fixture
-def served(tmp_path, monkeypatch):
+def served(tmp_path, monkeypatch, file_server):
     files = _stand_ins(np.random.default_rng(0))
     www = tmp_path / "www"
     for rel, blob in files.items():
         (www / rel).parent.mkdir(parents=True, exist_ok=True)
         (www / rel).write_bytes(blob)
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    base = file_server(www)
     src = {"sp100": {"prices": {**R.SOURCES["sp100"]["prices"], "url": f"{base}/sp100/sandp500.zip"},
                      "members": {**R.SOURCES["sp100"]["members"], "url": f"{base}/sp100/members.wikitext"}},
            "yeast": {"matrix": {**R.SOURCES["yeast"]["matrix"], "url": f"{base}/yeast/GSE1990_series_matrix.txt.gz"}}}
     for k, v in src.items():
         monkeypatch.setitem(R.SOURCES, k, v)
-    yield base
-    srv.shutdown()
+    return base
 
 
 def test_real_urls_are_the_papers():
