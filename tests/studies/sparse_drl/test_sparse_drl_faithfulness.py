@@ -20,6 +20,7 @@ DQN = dict(AGENT, algo="dqn", env="CartPole-v1", num_blocks=1, total_steps=160, 
            eps_end=0.05, eps_decay_steps=100, eval_every=80)
 SAC = dict(AGENT, algo="sac", env="Pendulum-v1", actor_width=8, actor_blocks=1, critic_blocks=1, use_cdq=True,
            temp_init=0.01, temp_lr=1e-4, target_entropy_coef=-0.5, total_steps=120, learning_starts=60, eval_every=120)
+DDPG = dict(SAC, algo="ddpg", explore_std=0.1)
 
 
 def _train(net, masker, steps=300, seed=0):
@@ -97,11 +98,11 @@ def test_param_counts_match_built_nets():
         assert active == (Masker(net, s, 0).active_params() if s is not None else total)
 
 
-@pytest.mark.parametrize("algo", ["dqn", "sac"])
+@pytest.mark.parametrize("algo", ["dqn", "sac", "ddpg"])
 def test_zero_sparsity_reproduces_dense_exactly(algo):
     from icml25.studies.sparse_drl.agents import ALGOS
 
-    cfg = DQN if algo == "dqn" else SAC
+    cfg = {"dqn": DQN, "sac": SAC, "ddpg": DDPG}[algo]
     dense = ALGOS[algo](cfg, 16, None, 3)
     sparse0 = ALGOS[algo](cfg, 16, 0.0, 3)
     assert len(dense["losses"]) > 50
@@ -113,16 +114,27 @@ def test_zero_sparsity_reproduces_dense_exactly(algo):
     assert sparse["losses"] != dense["losses"]
 
 
-def test_agent_keeps_masks_through_rl_training():
-    from icml25.studies.sparse_drl.agents import run_sac
+@pytest.mark.parametrize("algo", ["sac", "ddpg"])
+def test_agent_keeps_masks_through_rl_training(algo):
+    from icml25.studies.sparse_drl.agents import ALGOS
 
-    res = run_sac(SAC, 32, 0.8, 0)
+    res = ALGOS[algo](SAC if algo == "sac" else DDPG, 32, 0.8, 0)
     for mk in res["maskers"]:  # critic and actor
         params = dict(mk.module.named_parameters())
         for n, m in mk.masks.items():
             assert torch.all(params[n].detach()[m == 0] == 0)
         assert abs(mk.global_density() - 0.2) < 0.02  # tiny nets: per-layer rounding (1% holds at real widths)
     assert res["metrics"]["active_params"] < res["metrics"]["total_params"]
+
+
+def test_ddpg_actor_is_deterministic_and_differs_from_sac():
+    """DDPG's actor has |A| outputs (a tanh mean, no log-std head) and its run differs from SAC's on the
+    same seed; SAC's actor has 2|A|."""
+    from icml25.studies.sparse_drl.agents import run_ddpg, run_sac
+
+    d, s_ = run_ddpg(DDPG, 16, None, 1), run_sac(SAC, 16, None, 1)
+    assert d["actor"].head.out_features == 1 and s_["actor"].head.out_features == 2
+    assert d["losses"] != s_["losses"]
 
 
 # ---- diagnostics ---------------------------------------------------------------------------------

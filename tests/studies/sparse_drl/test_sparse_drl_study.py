@@ -111,7 +111,8 @@ def test_full_config_uses_dmc_and_declares_a_gpu():
     cfg = config.effective(raw, "full")
     S.validate(cfg)
     ts = S.tasks(cfg)
-    assert set(ts) == {"humanoid_run", "dog_run"} and all(t["env"].startswith("dmc:") for t in ts.values())
+    assert set(ts) == {"humanoid_run", "dog_run", "humanoid_run_ddpg"} and all(t["env"].startswith("dmc:") for t in ts.values())
+    assert {t["algo"] for t in ts.values()} == {"sac", "ddpg"}
     assert all(t["action_repeat"] == 2 and t["total_steps"] * 2 == 1_000_000 for t in ts.values())
     assert max(max(t["widths"]) for t in ts.values()) == 4096 and cfg["extra_sparsities"] == [0.5, 0.9]
     assert raw["scales"]["full"]["resources"]["train"]["gpu"] == 1

@@ -234,10 +234,13 @@ def run_dqn(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
 
 # ---- SAC -------------------------------------------------------------------------------------------
 
-def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
+def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str = "sac") -> dict:
     """SAC as the official SimBa/SparseNetwork4DRL config: AdamW (lr 1e-4, wd 1e-2) for actor and critic,
     temperature init 0.01 with target entropy -0.5 |A|, tau 0.005, UTD `replay_ratio`; the critic's width is
-    the swept width, the actor has a fixed width; both are pruned at the same sparsity."""
+    the swept width, the actor has a fixed width; both are pruned at the same sparsity.
+    kind="ddpg": the same networks and loop with a deterministic tanh actor, Gaussian exploration noise
+    (`explore_std`), a Polyak target actor for the critic target, and no entropy term."""
+    ddpg = kind == "ddpg"
     import torch
     import torch.nn.functional as F
 
@@ -251,8 +254,9 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
     nq = 2 if c["use_cdq"] else 1
     dev = _device(c)
     builder = lambda: build_simba(sp.obs_dim + A, width, nq, c["critic_blocks"], c["expansion"])  # noqa: E731
-    actor = build_simba(sp.obs_dim, c["actor_width"], 2 * A, c["actor_blocks"], c["expansion"]).to(dev)
+    actor = build_simba(sp.obs_dim, c["actor_width"], (1 if ddpg else 2) * A, c["actor_blocks"], c["expansion"]).to(dev)
     critic = builder().to(dev)
+    actor_t = copy.deepcopy(actor).requires_grad_(False) if ddpg else None
     maskers_a = [Masker(actor, sparsity, seed + MASK_SEED_OFFSET + 2)] if sparsity is not None else []
     maskers_c = [Masker(critic, sparsity, seed + MASK_SEED_OFFSET)] if sparsity is not None else []
     critic_t = copy.deepcopy(critic)
@@ -268,7 +272,12 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
     gamma, batch = c["gamma"], c["batch_size"]
     low, high = sp.low, sp.high
 
-    def pi(xo, deterministic=False):
+    def pi(xo, deterministic=False, net=None):
+        if ddpg:
+            a = torch.tanh((net or actor)(xo))
+            if not deterministic:
+                a = (a + c["explore_std"] * torch.randn_like(a)).clamp(-1.0, 1.0)
+            return a, None
         mu, ls = actor(xo).chunk(2, -1)
         ls = -10.0 + 0.5 * 12.0 * (torch.tanh(ls) + 1.0)  # log std in [-10, 2]
         if deterministic:
@@ -286,10 +295,10 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
     def critic_target(r, no, d):
         with torch.no_grad():
             xn = _norm_cat(norm, no, dev=dev)
-            an, lpn = pi(xn)
+            an, lpn = pi(xn, deterministic=ddpg, net=actor_t)
             qn = qv(critic_t, xn, an).min(1).values
-            return (torch.from_numpy(r).to(dev) + gamma * (1 - torch.from_numpy(d).to(dev))
-                    * (qn - log_alpha.exp() * lpn))
+            soft = 0.0 if ddpg else log_alpha.exp() * lpn
+            return torch.from_numpy(r).to(dev) + gamma * (1 - torch.from_numpy(d).to(dev)) * (qn - soft)
 
     def critic_loss(o, a, y):
         qs = qv(critic, _norm_cat(norm, o, dev=dev), torch.from_numpy(a).to(dev))
@@ -336,15 +345,19 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
                 lc.backward()
                 _step(opt_c, maskers_c)
                 xo = _norm_cat(norm, o, dev=dev)
-                ap, lp = pi(xo)
-                la = (log_alpha.exp().detach() * lp - qv(critic, xo, ap).mean(1)).mean()
+                ap, lp = pi(xo, deterministic=ddpg)
+                ent = 0.0 if ddpg else log_alpha.exp().detach() * lp
+                la = (ent - qv(critic, xo, ap).mean(1)).mean()
                 opt_a.zero_grad()
                 la.backward()
                 _step(opt_a, maskers_a)
-                lt = -(log_alpha * (lp.detach() + target_ent)).mean()
-                opt_t.zero_grad()
-                lt.backward()
-                opt_t.step()
+                if ddpg:
+                    polyak(actor_t, actor, c["target_tau"])
+                else:
+                    lt = -(log_alpha * (lp.detach() + target_ent)).mean()
+                    opt_t.zero_grad()
+                    lt.backward()
+                    opt_t.step()
                 polyak(critic_t, critic, c["target_tau"])
                 losses.append(lc.item())
         if (t + 1) % c["eval_every"] == 0:
@@ -369,4 +382,8 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
             "opt": opt_c, "actor": actor}
 
 
-ALGOS = {"dqn": run_dqn, "sac": run_sac}
+def run_ddpg(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
+    return run_sac(c, width, sparsity, seed, progress, kind="ddpg")
+
+
+ALGOS = {"dqn": run_dqn, "sac": run_sac, "ddpg": run_ddpg}
