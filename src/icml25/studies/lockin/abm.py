@@ -9,11 +9,12 @@ about every topic, samples its answer, parses the stated level and updates b <- 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
+
+from icml25.core import hf
 
 from . import data as D
 from .diversity import belief_concepts, belief_tree, label_entropy, level_histogram_entropy, lineage_diversity
@@ -23,22 +24,6 @@ CONDITIONS = {
     "frozen_ai": {"retrain": False, "trust": True},
     "no_trust": {"retrain": True, "trust": False},
 }
-
-
-def _quiet_hf():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def _device():
-    import torch
-
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 # ---- the base AI -----------------------------------------------------------------------------------
@@ -66,7 +51,7 @@ def create_base(ai_cfg: dict, topics: list[str], corpus, out_dir: Path, seed: in
         rec = {"model_path": ai_cfg["pretrained"], "chat": bool(ai_cfg.get("chat", True)), "dtype": ai_cfg.get("dtype")}
         (out_dir / "base.json").write_text(json.dumps(rec))
         return rec
-    _quiet_hf()
+    hf.quiet()
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -90,7 +75,7 @@ def create_base(ai_cfg: dict, topics: list[str], corpus, out_dir: Path, seed: in
 
 def load_ai(base_dir: Path):
     """(model, tokenizer, record) from the base stage through AutoModelForCausalLM/AutoTokenizer.from_pretrained."""
-    _quiet_hf()
+    hf.quiet()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     rec = json.loads((base_dir / "base.json").read_text())
@@ -101,7 +86,7 @@ def load_ai(base_dir: Path):
         tok.pad_token = tok.eos_token
     dtype = rec.get("dtype")  # e.g. bfloat16 for an 8B model at full scale, as the paper's GPU runs
     kwargs = {"dtype": getattr(__import__("torch"), dtype)} if dtype else {}
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(_device())
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(hf.device())
     return model, tok, rec
 
 
