@@ -2,10 +2,7 @@
 a causal LM given by path/Hub id loaded with from_pretrained and fine-tuned, unlearning, calibrated ES, the
 table) on tiny local stand-ins served by a real HTTP server."""
 import hashlib
-import http.server
 import json
-import threading
-from functools import partial
 
 import pytest
 import torch
@@ -38,7 +35,7 @@ def _records():
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
+def served(tmp_path, monkeypatch, file_server):
     full, fq, world = _records()
     www = tmp_path / "www"
     www.mkdir()
@@ -50,15 +47,7 @@ def served(tmp_path, monkeypatch):
                www / "importance_forget10.pth")
     monkeypatch.setitem(D.IMPORTANCE_SHA256, "forget10",
                         hashlib.sha256((www / "importance_forget10.pth").read_bytes()).hexdigest())
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", full, fq, world
-    srv.shutdown()
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
+    return file_server(www), full, fq, world
 
 
 def _hub_model(path, texts):
