@@ -119,6 +119,16 @@ def reset_probe(net, masker, sparsity, seed, x, c, builder) -> float:
     return trained_loss / max(fresh_loss, 1e-12)
 
 
+def _log_eval(step, ret, evals, curves, losses, progress) -> None:
+    """Record one evaluation (and the recent TD loss) as curve points."""
+    evals.append((step, ret))
+    curves.append(("eval_return", step, ret))
+    if losses:
+        curves.append(("td_loss", step, float(np.mean(losses[-200:]))))
+    if progress:
+        progress(step, ret)
+
+
 def _finish(evals):
     """Return AUC (mean eval return over all checkpoints) and final return (last checkpoint)."""
     rets = [r for _, r in evals]
@@ -211,13 +221,7 @@ def run_dqn(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
                 polyak(q_t, q, c["target_tau"])
                 losses.append(loss.item())
         if (t + 1) % c["eval_every"] == 0:
-            ret = evaluate(c["eval_episodes"])
-            evals.append((t + 1, ret))
-            curves.append(("eval_return", t + 1, ret))
-            if losses:
-                curves.append(("td_loss", t + 1, float(np.mean(losses[-200:]))))
-            if progress:
-                progress(t + 1, ret)
+            _log_eval(t + 1, evaluate(c["eval_episodes"]), evals, curves, losses, progress)
     res = _finish(evals)
     # diagnostics on a fixed replay batch
     drng = np.random.default_rng(seed + 1)
@@ -242,7 +246,6 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str =
     (`explore_std`), a Polyak target actor for the critic target, and no entropy term."""
     ddpg = kind == "ddpg"
     import torch
-    import torch.nn.functional as F
 
     t0 = time.process_time()
     torch.manual_seed(seed)
@@ -361,13 +364,7 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str =
                 polyak(critic_t, critic, c["target_tau"])
                 losses.append(lc.item())
         if (t + 1) % c["eval_every"] == 0:
-            ret = evaluate(c["eval_episodes"])
-            evals.append((t + 1, ret))
-            curves.append(("eval_return", t + 1, ret))
-            if losses:
-                curves.append(("td_loss", t + 1, float(np.mean(losses[-200:]))))
-            if progress:
-                progress(t + 1, ret)
+            _log_eval(t + 1, evaluate(c["eval_episodes"]), evals, curves, losses, progress)
     res = _finish(evals)
     drng = np.random.default_rng(seed + 1)
     o, ab, rb, no, d = buf.sample(drng, c["diag_batch"])
