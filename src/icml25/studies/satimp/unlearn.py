@@ -148,8 +148,6 @@ def _encodings(tok, splits: dict, prompt: dict, names) -> dict:
 def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_dir: Path) -> dict:
     """Choose lr on the validation authors, unlearn each forget split (and the beta sweep), evaluate ES raw and
     at the calibrated mix; write results.json into run_dir. Returns the train stage's curves and metrics."""
-    import torch
-
     t0, c0 = time.time(), time.process_time()
     splits = json.loads((Path(data_dir) / "splits.json").read_text())
     model, tok, rec = lm.load_base(base_dir)

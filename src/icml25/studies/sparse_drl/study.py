@@ -1,7 +1,6 @@
 """sparse_drl study glue: the contract hooks over agents.py / sparse.py, the table and the claims."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from icml25.core.errors import UserError
@@ -257,8 +256,6 @@ def claim_matched(role):
     """The widest sparse network beats the dense network with (about) the same active parameters."""
 
     def check(agg, cfg):
-        import json  # noqa: F401
-
         name, t = _task(cfg, role)
         skip = _not_learned(agg, name, t)
         if skip:
