@@ -66,7 +66,8 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
         F.bars(ax, agg, methods, d, "weight", labels=labels, colors=colors, ylabel="weight", title=d)
     F.legend(fig, ncols=4)
     F.caption(fig, "Pretraining mixture weights per domain and method (uniform, natural sizes, DoReMi's time-averaged "
-                   "Group-DRO weights, Chameleon's softmax((1/KRLS)/5)).")
+                   "Group-DRO weights, DoGE's time-averaged gradient-alignment weights, RegMix-lite's regression-"
+                   "searched mixture, Chameleon's softmax((1/KRLS)/5)).")
     out.append(fig)
 
     # 3. lambda sweep (Chameleon)

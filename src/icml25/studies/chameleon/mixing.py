@@ -4,6 +4,8 @@
   finetuning), a lambda sweep, and the transfer scenario (new domains embedded with the same proxy vs a proxy
   retrained on old + new domains).
 - DoReMi: a Group-DRO proxy against the uniform proxy as reference model.
+- DoGE and RegMix-lite (baselines.py): a DoGE proxy (gradient-alignment weights, time-averaged) and tiny
+  proxies on Dirichlet mixtures + a linear regression (only when doge_tokens / regmix are configured).
 - size-proportional: natural domain sizes (characters before any cap).
 Each method's weight-computation FLOPs are logged.
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import data_prep, krls, lm
+from . import baselines, data_prep, krls, lm
 
 
 def domain_rng(seed: int, domain: str) -> np.random.Generator:
@@ -94,8 +96,28 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
     rec["doremi"] = {"weights": res3["doremi_weights"].tolist()}
     rec["flops"]["doremi"] = res["flops"] + res3["flops"]  # reference model + DRO proxy (with reference forwards)
 
-    # size-proportional: natural sizes
+    # size-proportional: natural sizes (also RegMix's Dirichlet prior, the token distribution)
     nat = np.array([meta["domains"][d]["natural_chars"] for d in P], dtype=np.float64)
+
+    # DoGE: its own proxy with online gradient-alignment weights (no reference model)
+    if "doge_tokens" in cfg:
+        proxy4 = lm.build(mcfg, vocab, seed + 2)
+        res4 = baselines.train_doge(proxy4, [toks[d]["train"] for d in P], int(cfg["doge_tokens"]), hp,
+                                    cfg.get("doge", {}), seed + 2)
+        curves += [{"setting": "doge_proxy", "metric": "proxy_loss", **c} for c in res4["curves"]]
+        rec["doge"] = {"weights": res4["weights"].tolist(), "steps": res4["steps"], "tokens": res4["tokens"]}
+        rec["flops"]["doge"] = res4["flops"]
+
+    # RegMix-lite: tiny proxies on Dirichlet mixtures -> linear regression of the mean validation loss -> search
+    if "regmix" in cfg:
+        rm = baselines.regmix(mcfg, vocab, [toks[d]["train"] for d in P], nat, hp, cfg["regmix"], seed + 3)
+        curves += [{"setting": f"regmix_run{c['run']}", "metric": "proxy_loss", "step": c["step"], "value": c["value"]}
+                   for c in rm["curves"]]
+        rec["regmix"] = {"weights": rm["weights"].tolist(), "mixtures": rm["mixtures"].tolist(),
+                         "val_losses": rm["val_losses"].tolist(), "target": rm["target"].tolist(),
+                         "coef": rm["coef"].tolist(), "train_r2": rm["train_r2"],
+                         "predicted_loss": rm["predicted_loss"]}
+        rec["flops"]["regmix"] = rm["flops"]
     rec["proportional"] = {"weights": (nat / nat.sum()).tolist()}
     rec["uniform"] = {"weights": (np.ones(len(P)) / len(P)).tolist()}
     (out_dir / "weights.json").write_text(json.dumps(rec, indent=1))
