@@ -70,7 +70,7 @@ def load(raw_dir: Path, wc: dict):
         "user": df["hashed_ip"].astype(str).values,
         "family": df["family"].values,
         "model": df["model"].values,
-        "time": pd.to_datetime(df["timestamp"], utc=True).values,
+        "time": pd.to_datetime(df["timestamp"], utc=True).dt.tz_convert(None).to_numpy(),  # naive UTC
         "text": [_user_text(c) for c in df["conversation"]],
     })
     limit = wc.get("max_conversations")

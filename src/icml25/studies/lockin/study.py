@@ -268,7 +268,7 @@ def make_table(agg, cfg):
             row = {"part": "B (Sec. 4)", "method": METHODS[m].label, "setting": "mean of topics"}
             row.update({lab: _cell(agg, m, "mean", met, d) for met, lab, d in _B_COLS})
             rows.append(row)
-    return pd.DataFrame(rows, columns=cols).fillna("")
+    return pd.DataFrame(rows, columns=cols).astype(object).fillna("")
 
 
 # ---- claims -----------------------------------------------------------------------------------
