@@ -54,6 +54,14 @@ def lookup(agg, method: str, setting: str, metric: str):
     return float(r["mean"]), float(r["std"]), int(r["n"])
 
 
+def need(agg, method: str, setting: str, metric: str):
+    """(mean, std, n) of a cell a claim needs; KeyError when absent, which check_claims reports as n.a."""
+    c = lookup(agg, method, setting, metric)
+    if c is None:
+        raise KeyError(f"{method}/{setting}/{metric}")
+    return c
+
+
 def check_claims(study: Study, agg, cfg: dict) -> list[dict]:
     out = []
     for claim in study.claims:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
+from icml25.tables import need
 
 PAPER = Paper(
     title="Chameleon: A Flexible Data-mixing Framework for Language Model Pretraining and Finetuning",
@@ -177,15 +178,8 @@ def _cell(agg, m, s, metric):
     return lookup(agg, m, s, metric)
 
 
-def _need(agg, m, s, metric):
-    c = _cell(agg, m, s, metric)
-    if c is None:
-        raise KeyError(f"{m}/{s}/{metric}")
-    return c
-
-
 def n_beat_uniform(agg, method, domains) -> int:
-    return sum(_need(agg, method, d, "test_ppl")[0] < _need(agg, "uniform", d, "test_ppl")[0] for d in domains)
+    return sum(need(agg, method, d, "test_ppl")[0] < need(agg, "uniform", d, "test_ppl")[0] for d in domains)
 
 
 def make_table(agg, cfg):
@@ -234,8 +228,8 @@ def make_table(agg, cfg):
 
 
 def claim_flops(agg, cfg):
-    c = _need(agg, "chameleon", "pretrain", "weight_flops")[0]
-    d = _need(agg, "doremi", "pretrain", "weight_flops")[0]
+    c = need(agg, "chameleon", "pretrain", "weight_flops")[0]
+    d = need(agg, "doremi", "pretrain", "weight_flops")[0]
     ok = c < d
     extra = ""
     for m, label in (("doge", "DoGE"), ("regmix", "RegMix-lite")):  # context only: the paper's claim is vs DoReMi
@@ -247,8 +241,8 @@ def claim_flops(agg, cfg):
 
 
 def claim_avg_ppl(agg, cfg):
-    c, cs, n = _need(agg, "chameleon", "pretrain", "avg_ppl")
-    u, us, _ = _need(agg, "uniform", "pretrain", "avg_ppl")
+    c, cs, n = need(agg, "chameleon", "pretrain", "avg_ppl")
+    u, us, _ = need(agg, "uniform", "pretrain", "avg_ppl")
     P = list(cfg["data"]["pretrain_domains"])
     k = n_beat_uniform(agg, "chameleon", P)
     return ClaimResult("holds" if c <= u else "fails",
@@ -259,17 +253,17 @@ def claim_avg_ppl(agg, cfg):
 def claim_finetune(agg, cfg):
     parts, ok = [], True
     for d in cfg["finetune"]["domains"]:
-        c = _need(agg, "chameleon", d, "ft_ppl")[0]
-        u = _need(agg, "uniform", d, "ft_ppl")[0]
+        c = need(agg, "chameleon", d, "ft_ppl")[0]
+        u = need(agg, "uniform", d, "ft_ppl")[0]
         ok &= c < u
         parts.append(f"{d} {c:.1f} vs {u:.1f}")
     return ClaimResult("holds" if ok else "fails", "; ".join(parts))
 
 
 def claim_transfer(agg, cfg):
-    rho = _need(agg, "chameleon", "transfer", "transfer_rho")[0]
-    same = _need(agg, "chameleon", "same_proxy", "transfer_flops")[0]
-    re_ = _need(agg, "chameleon", "retrained", "transfer_flops")[0]
+    rho = need(agg, "chameleon", "transfer", "transfer_rho")[0]
+    same = need(agg, "chameleon", "same_proxy", "transfer_flops")[0]
+    re_ = need(agg, "chameleon", "retrained", "transfer_flops")[0]
     thr = float(cfg["claims"]["transfer_rho_min"])
     return ClaimResult("holds" if rho >= thr else "fails",
                        f"Spearman rho {rho:.2f} (threshold {thr}) at {same:.2e} vs {re_:.2e} FLOPs with retraining")

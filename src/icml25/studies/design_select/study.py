@@ -11,6 +11,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
+from icml25.tables import need
 
 PAPER = Paper(
     title="Reliable Algorithm Selection for Machine Learning-Guided Design",
@@ -235,16 +236,9 @@ def _curve(agg, m, base):
 
 # ---- claims ----------------------------------------------------------------------------------------
 
-def _need(agg, m, s, metric):
-    c = _cell(agg, m, s, metric)
-    if c is None:
-        raise KeyError(f"{m}/{s}/{metric}")
-    return c
-
-
 def _bound(agg, cfg, base):
     """alpha + 2 sqrt(alpha (1 - alpha) / T) with T = trials per tau summed over the seeds averaged."""
-    n_tr, _, n_seeds = _need(agg, "pp", base, "n_trials")
+    n_tr, _, n_seeds = need(agg, "pp", base, "n_trials")
     a = cfg["alpha"]
     return a + 2 * math.sqrt(a * (1 - a) / (n_tr * n_seeds))
 
@@ -289,7 +283,7 @@ def claim_overlap_control(agg, cfg):
         taus, err, sel = _errors(agg, "pp", base)
         if not taus:
             raise KeyError(base)
-        k = _need(agg, "pp", base, "n_configs")[0]
+        k = need(agg, "pp", base, "n_configs")[0]
         ok &= max(err) <= b
         parts.append(f"g={g}: {k:.0f} configurations, PP max error {max(err):.3f} (bound {b:.3f}), "
                      f"mean selection {sum(sel) / len(sel):.2f}")
@@ -301,8 +295,8 @@ def claim_power(agg, cfg):
     for task in cfg["tasks"]:
         for g in task_gs(cfg, task):
             base = f"{task}/{g}"
-            pp = _need(agg, "pp", base, "mean_selection_rate")[0]
-            lo = _need(agg, "labelled_only", base, "mean_selection_rate")[0]
+            pp = need(agg, "pp", base, "mean_selection_rate")[0]
+            lo = need(agg, "labelled_only", base, "mean_selection_rate")[0]
             ok &= pp > lo
             parts.append(f"{task}/{g}: {pp:.3f} vs {lo:.3f}")
     return ClaimResult("holds" if ok else "fails", "mean selection rate PP vs labelled-only: " + "; ".join(parts))
@@ -325,7 +319,7 @@ def claim_calibrated(agg, cfg):
     parts, ok = [], False
     for task in cfg["tasks"]:
         for g in task_gs(cfg, task):
-            e = _need(agg, "calibrated", f"{task}/{g}", "max_error")[0]
+            e = need(agg, "calibrated", f"{task}/{g}", "max_error")[0]
             ok |= e > cfg["alpha"]
             parts.append(f"{task}/{g} {e:.3f}")
     return ClaimResult("holds" if ok else "fails", "calibrated-forecasts max error: " + "; ".join(parts))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
+from icml25.tables import need
 
 PAPER = Paper(
     title="The Lock-in Hypothesis: Stagnation by Algorithm",
@@ -273,15 +274,6 @@ def make_table(agg, cfg):
 
 # ---- claims -----------------------------------------------------------------------------------
 
-def _get(agg, m, s, metric) -> float:
-    from icml25.tables import lookup
-
-    c = lookup(agg, m, s, metric)
-    if c is None:
-        raise KeyError(f"{m}/{s}/{metric}")
-    return c[0]
-
-
 FROZEN_DRIFT = 1e-6  # a belief that moved less than this over [T/2, T] is frozen
 CONVERGING_SLOPE = -0.3  # error falls at least like T^-0.3 (1/sqrt(T) is -0.5)
 
@@ -290,8 +282,8 @@ def claim_threshold(agg, cfg):
     parts, ok = [], True
     for rho2 in cfg["formal"]["rho2"]:
         s = _setting(rho2)
-        slope, drift = _get(agg, "lockin_model", s, "err_slope"), _get(agg, "lockin_model", s, "drift")
-        ratio = _get(agg, "lockin_model", s, "err_ratio")
+        slope, drift = need(agg, "lockin_model", s, "err_slope")[0], need(agg, "lockin_model", s, "drift")[0]
+        ratio = need(agg, "lockin_model", s, "err_ratio")[0]
         # frozen: no movement over [T/2, T] and the same error at T/4 and T (the log-log slope over
         # [T/200, T] would also see the transient before the freeze)
         frozen = drift < FROZEN_DRIFT and abs(ratio - 1) < 1e-3
@@ -311,13 +303,13 @@ def _largest_below(cfg):
 
 def claim_false_values(agg, cfg):
     ref = _largest_below(cfg)
-    e0, s0 = _get(agg, "lockin_model", _setting(ref), "err_T"), _get(agg, "lockin_model", _setting(ref), "spread_T")
+    e0, s0 = need(agg, "lockin_model", _setting(ref), "err_T")[0], need(agg, "lockin_model", _setting(ref), "spread_T")[0]
     parts, ok = [f"ρ²={ref:g}: error {e0:.4f}, spread {s0:.4f}"], True
     above = [float(r) for r in cfg["formal"]["rho2"] if float(r) > 1]
     if not above:
         return ClaimResult("n.a.", "no rho2 > 1 in config")
     for r in above:
-        e, sp = _get(agg, "lockin_model", _setting(r), "err_T"), _get(agg, "lockin_model", _setting(r), "spread_T")
+        e, sp = need(agg, "lockin_model", _setting(r), "err_T")[0], need(agg, "lockin_model", _setting(r), "spread_T")[0]
         ok &= e > 2 * e0 and sp > 2 * s0
         parts.append(f"ρ²={r:g}: error {e:.4f} ({e / e0:.1f}x), spread {sp:.4f} ({sp / s0:.1f}x)")
     return ClaimResult("holds" if ok else "fails", "; ".join(parts))
@@ -327,20 +319,20 @@ def claim_confidence(agg, cfg):
     parts, ok = [], True
     for rho2 in cfg["formal"]["rho2"]:
         r = float(rho2)
-        g = _get(agg, "lockin_model", _setting(r), "q_growth")
+        g = need(agg, "lockin_model", _setting(r), "q_growth")[0]
         if r > 1:
             ok &= g > 1.0
         elif r < 1:
             ok &= abs(g) < 0.1
         parts.append(f"ρ²={r:g}: {g:.3g}")
-    z1 = [f"calib z at ρ²=1: {_get(agg, 'lockin_model', _setting(1.0), 'calib_z'):.1f}"] if 1.0 in [float(r) for r in cfg["formal"]["rho2"]] else []
+    z1 = [f"calib z at ρ²=1: {need(agg, 'lockin_model', _setting(1.0), 'calib_z')[0]:.1f}"] if 1.0 in [float(r) for r in cfg["formal"]["rho2"]] else []
     return ClaimResult("holds" if ok else "fails", "log growth of q_T/T over [T/4, T]: " + "; ".join(parts + z1))
 
 
 def claim_degroot(agg, cfg):
     parts, ok = [], True
     for rho2 in cfg["formal"]["rho2"]:
-        slope = _get(agg, "degroot", _setting(rho2), "err_slope")
+        slope = need(agg, "degroot", _setting(rho2), "err_slope")[0]
         ok &= slope < CONVERGING_SLOPE
         parts.append(f"ρ²={float(rho2):g}: slope {slope:.2f}")
     return ClaimResult("holds" if ok else "fails", "DeGroot error slopes " + "; ".join(parts))
@@ -353,7 +345,7 @@ def _loop_claim(agg, cfg, start, end, what):
     vals = {}
     for m in LOOP:
         if m in cfg["methods"]:
-            vals[m] = _get(agg, m, "mean", end) / _get(agg, m, "mean", start)
+            vals[m] = need(agg, m, "mean", end)[0] / need(agg, m, "mean", start)[0]
     if "full_loop" not in vals or len(vals) < 2:
         raise KeyError("full_loop and an ablation")
     ok = vals["full_loop"] < COLLAPSE and all(v >= COLLAPSE for m, v in vals.items() if m != "full_loop")
@@ -377,7 +369,7 @@ def claim_wildchat(agg, cfg):
         return ClaimResult("fails", "no version switch was found in the data")
     parts, ok = [], True
     for s in sw:
-        jump, p = _get(agg, "wildchat", s, "wc_jump"), _get(agg, "wildchat", s, "wc_jump_p")
+        jump, p = need(agg, "wildchat", s, "wc_jump")[0], need(agg, "wildchat", s, "wc_jump_p")[0]
         ok &= jump < 0
         parts.append(f"{s}: jump {jump:+.4f} (p {p:.3f})")
     return ClaimResult("holds" if ok else "fails", "; ".join(parts))

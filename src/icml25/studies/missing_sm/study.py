@@ -7,6 +7,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
+from icml25.tables import need
 
 PAPER = Paper(
     title="Score Matching with Missing Data",
@@ -338,15 +339,6 @@ def make_table(agg, cfg):
 
 # ---- claims -----------------------------------------------------------------------------------
 
-def _mean(agg, m, s, metric):
-    from icml25.tables import lookup
-
-    c = lookup(agg, m, s, metric)
-    if c is None:
-        raise KeyError(f"{m}/{s}/{metric}")
-    return c[0]
-
-
 def _present(cfg, methods):
     missing = [m for m in methods if m not in cfg["methods"]]
     if missing:
@@ -361,8 +353,8 @@ def claim_star_var_best(agg, cfg):
     margins, parts, best_all = [], [], True
     for p in ps:
         s = _sname("star", p)
-        v = _mean(agg, "marg_var", s, "auc")
-        om, ov = max(((m, _mean(agg, m, s, "auc")) for m in MISSING_METHODS if m != "marg_var"), key=lambda t: t[1])
+        v = need(agg, "marg_var", s, "auc")[0]
+        om, ov = max(((m, need(agg, m, s, "auc")[0]) for m in MISSING_METHODS if m != "marg_var"), key=lambda t: t[1])
         margins.append(v - ov)
         best_all &= v > ov
         parts.append(f"p={p:g}: Var {v:.3f} vs best other {om} {ov:.3f} (margin {v - ov:+.3f})")
@@ -378,8 +370,8 @@ def claim_param_estimation(agg, cfg):
         raise KeyError("gauss")
     its = cfg["gauss_checkpoints"]
     last, mid = f"gauss_it{its[-1]}", f"gauss_it{its[len(its) // 2]}"
-    fd = {m: _mean(agg, m, last, "fisher_div") for m in MISSING_METHODS}
-    fdm = {m: _mean(agg, m, mid, "fisher_div") for m in MISSING_METHODS}
+    fd = {m: need(agg, m, last, "fisher_div")[0] for m in MISSING_METHODS}
+    fdm = {m: need(agg, m, mid, "fisher_div")[0] for m in MISSING_METHODS}
     best_iw_em = min(fd["marg_iw"], fd["em"])
     a = best_iw_em < fd["marg_var"] and best_iw_em < fd["zeroed"]
     b = max(fd["marg_iw"], fd["em"]) <= 1.5 * best_iw_em
@@ -399,7 +391,7 @@ def claim_param_estimation(agg, cfg):
 def _spread(agg, cfg, graph):
     vals = []
     for p in cfg["data"]["p_miss"]:
-        aucs = [_mean(agg, m, _sname(graph, float(p)), "auc") for m in MISSING_METHODS]
+        aucs = [need(agg, m, _sname(graph, float(p)), "auc")[0] for m in MISSING_METHODS]
         vals.append(max(aucs) - min(aucs))
     return sum(vals) / len(vals)
 
@@ -409,8 +401,8 @@ def claim_dense_closer(agg, cfg):
     if not {"star", "dense"} <= set(cfg["data"]["graphs"]):
         raise KeyError("star/dense")
     s, d = _spread(agg, cfg, "star"), _spread(agg, cfg, "dense")
-    vs = [_mean(agg, "marg_var", _sname("star", float(p)), "auc") - max(_mean(agg, m, _sname("star", float(p)), "auc") for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
-    vd = [_mean(agg, "marg_var", _sname("dense", float(p)), "auc") - max(_mean(agg, m, _sname("dense", float(p)), "auc") for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
+    vs = [need(agg, "marg_var", _sname("star", float(p)), "auc")[0] - max(need(agg, m, _sname("star", float(p)), "auc")[0] for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
+    vd = [need(agg, "marg_var", _sname("dense", float(p)), "auc")[0] - max(need(agg, m, _sname("dense", float(p)), "auc")[0] for m in MISSING_METHODS if m != "marg_var") for p in cfg["data"]["p_miss"]]
     ms, md = sum(vs) / len(vs), sum(vd) / len(vd)
     return ClaimResult("holds" if d < s else "fails",
                        f"mean AUC spread (max-min over the 4 missing-data methods) dense {d:.3f} vs star {s:.3f}; "
@@ -426,8 +418,8 @@ def claim_real_var_best(agg, cfg):
     for name in names:
         for p in cfg["data"]["real_p_miss"]:
             s = f"{name}_p{float(p):g}"
-            v = _mean(agg, "marg_var", s, "auc")
-            om, ov = max(((m, _mean(agg, m, s, "auc")) for m in MISSING_METHODS if m != "marg_var"), key=lambda t: t[1])
+            v = need(agg, "marg_var", s, "auc")[0]
+            om, ov = max(((m, need(agg, m, s, "auc")[0]) for m in MISSING_METHODS if m != "marg_var"), key=lambda t: t[1])
             ok &= v > ov
             parts.append(f"{s}: Var {v:.3f} vs {om} {ov:.3f}")
     return ClaimResult("holds" if ok else "fails", "; ".join(parts) + f"; Var highest everywhere: {ok}")

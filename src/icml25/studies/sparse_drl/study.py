@@ -6,6 +6,7 @@ from pathlib import Path
 from icml25.core.errors import UserError
 from icml25.core.io import write_json
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
+from icml25.tables import need
 
 PAPER = Paper(
     title="Network Sparsity Unlocks the Scaling Potential of Deep Reinforcement Learning",
@@ -197,15 +198,6 @@ def _task(cfg, role):
     return name, tasks(cfg)[name]
 
 
-def _val(agg, m, s, metric):
-    from icml25.tables import lookup
-
-    c = lookup(agg, m, s, metric)
-    if c is None:
-        raise KeyError(f"{m}/{s}/{metric}")
-    return c[0]
-
-
 def _metric(cfg):
     return cfg.get("claim_metric", "return_auc")
 
@@ -239,12 +231,12 @@ def claim_scaling(role):
         if len(ws) < 2:
             return ClaimResult("n.a.", "needs two widths")
         lo, hi, met = ws[-2], ws[-1], _metric(cfg)
-        d_lo, d_hi = _val(agg, "dense", f"{name}_w{lo}", met), _val(agg, "dense", f"{name}_w{hi}", met)
-        s_lo, s_hi = _val(agg, "sparse", f"{name}_w{lo}", met), _val(agg, "sparse", f"{name}_w{hi}", met)
-        d_best = max(ws, key=lambda w: _val(agg, "dense", f"{name}_w{w}", met))
+        d_lo, d_hi = need(agg, "dense", f"{name}_w{lo}", met)[0], need(agg, "dense", f"{name}_w{hi}", met)[0]
+        s_lo, s_hi = need(agg, "sparse", f"{name}_w{lo}", met)[0], need(agg, "sparse", f"{name}_w{hi}", met)[0]
+        d_best = max(ws, key=lambda w: need(agg, "dense", f"{name}_w{w}", met)[0])
         # dense "stops improving": its best width is not the widest, or its last gain is smaller than sparse's
         ok = (s_hi > s_lo) and (s_hi - s_lo > d_hi - d_lo) and (d_best != hi or d_hi <= d_lo)
-        curve = lambda m: ", ".join(f"w{w} {_val(agg, m, f'{name}_w{w}', met):.1f}" for w in ws)  # noqa: E731
+        curve = lambda m: ", ".join(f"w{w} {need(agg, m, f'{name}_w{w}', met)[0]:.1f}" for w in ws)  # noqa: E731
         return ClaimResult("holds" if ok else "fails",
                            f"{name} {met}: dense {curve('dense')}; sparse {curve('sparse')} "
                            f"(w{lo}->w{hi}: dense {d_hi - d_lo:+.1f}, sparse {s_hi - s_lo:+.1f})")
@@ -261,14 +253,14 @@ def claim_matched(role):
         if skip:
             return skip
         hi, met = max(int(w) for w in t["widths"]), _metric(cfg)
-        s_act = _val(agg, "sparse", f"{name}_w{hi}", "active_params")
+        s_act = need(agg, "sparse", f"{name}_w{hi}", "active_params")[0]
         dense_rows = agg[(agg.method == "dense") & (agg.metric == "active_params") & agg.setting.str.startswith(name + "_w")]
         if dense_rows.empty:
             raise KeyError(f"dense/{name}/active_params")
         r = dense_rows.iloc[(dense_rows["mean"] - s_act).abs().argsort().iloc[0]]
-        dw = int(_val(agg, "dense", r.setting, "width"))
-        s_v, d_v = _val(agg, "sparse", f"{name}_w{hi}", met), _val(agg, "dense", r.setting, met)
-        s_f, d_f = (_val(agg, "sparse", f"{name}_w{hi}", "final_return"), _val(agg, "dense", r.setting, "final_return"))
+        dw = int(need(agg, "dense", r.setting, "width")[0])
+        s_v, d_v = need(agg, "sparse", f"{name}_w{hi}", met)[0], need(agg, "dense", r.setting, met)[0]
+        s_f, d_f = (need(agg, "sparse", f"{name}_w{hi}", "final_return")[0], need(agg, "dense", r.setting, "final_return")[0])
         return ClaimResult("holds" if s_v > d_v else "fails",
                            f"{name}: sparse w{hi} ({s_act:.0f} active) {met} {s_v:.1f} vs dense w{dw} "
                            f"({r['mean']:.0f} params) {d_v:.1f}; final return {s_f:.1f} vs {d_f:.1f}")
@@ -292,7 +284,7 @@ def claim_pathologies(role, only=None):
         for metric, better, dig in PATHOLOGIES:
             if only and metric != only:
                 continue
-            sv, dv = _val(agg, "sparse", s, metric), _val(agg, "dense", s, metric)
+            sv, dv = need(agg, "sparse", s, metric)[0], need(agg, "dense", s, metric)[0]
             good = sv < dv if better == "lower" else sv > dv
             ok &= good
             parts.append(f"{metric} {sv:.{dig}f} vs {dv:.{dig}f} ({'ok' if good else 'no'})")
