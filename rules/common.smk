@@ -79,6 +79,17 @@ def res(rule_name, key, default):
     return get
 
 
+def threads_for(rule_name):
+    """A study may give one of its stages more cores (scales.<scale>.resources.<rule>.threads), e.g. for
+    independent proxy runs; Snakemake scales it down to --cores, and on SLURM it becomes cpus_per_task."""
+
+    def get(wc):
+        r = study_cfg(wc.study, wc.scale).get("resources", {}).get(rule_name, {})
+        return int(r.get("threads", THREADS))
+
+    return get
+
+
 # Rerun triggers: rules call a CLI, so Snakemake cannot see code changes itself. These hashes are
 # rule params; changing one study's config or code reruns only that study's jobs.
 def data_params(wc):

@@ -12,7 +12,7 @@ rule evaluate:
         trigger=run_params,
     log:
         "logs/evaluate/{scale}/{study}/{method}/seed{seed}.log",
-    threads: THREADS
+    threads: threads_for("evaluate")
     resources:
         mem_mb=res("evaluate", "mem_mb", 4000),
         runtime=res("evaluate", "runtime", 30),

@@ -10,7 +10,7 @@ rule fit_base:
         trigger=run_params,
     log:
         "logs/fit_base/{scale}/{study}.log",
-    threads: THREADS
+    threads: threads_for("fit_base")
     resources:
         mem_mb=res("fit_base", "mem_mb", 4000),
         runtime=res("fit_base", "runtime", 60),
@@ -31,7 +31,7 @@ rule train:
         trigger=run_params,
     log:
         "logs/train/{scale}/{study}/{method}/seed{seed}.log",
-    threads: THREADS
+    threads: threads_for("train")
     resources:
         mem_mb=res("train", "mem_mb", 4000),
         runtime=res("train", "runtime", 60),

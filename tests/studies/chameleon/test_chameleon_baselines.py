@@ -172,3 +172,45 @@ def test_fit_base_records_doge_and_regmix_with_their_flops(tmp_path):
     base = json.loads((out / "weights.json").read_text())
     assert study.mixture("doge", base) == rec["doge"]["weights"]
     assert study.mixture("regmix", base) == rec["regmix"]["weights"]
+
+
+def test_fit_base_on_two_workers_equals_one(tmp_path):
+    """fit_base spreads its proxies over the stage's cores; every task seeds itself, so the weights, curves and
+    embeddings are bit-identical to the serial run (and the pool really ran: 2 workers, spawned)."""
+    import json
+
+    from icml25.studies.chameleon import data_prep, mixing
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(1)
+    toks = {d: {"train": rng.integers(10 + 60 * i, 90 + 60 * i, size=1500),
+                "test": rng.integers(10 + 60 * i, 90 + 60 * i, size=300)} for i, d in enumerate("abcd")}
+    data = tmp_path / "data"
+    data.mkdir()
+    data_prep.train_tokenizer(["some text to learn merges from " * 20], 300).save(str(data / "tokenizer.json"))
+    np.savez(data / "tokens.npz", **{f"{d}.{s}": v[s].astype(np.uint16) for d, v in toks.items() for s in v})
+    meta = {"pretrain_domains": ["a", "b", "c"], "new_domains": ["d"], "vocab_size": 320,
+            "domains": {d: {"natural_chars": 1000 * (i + 1)} for i, d in enumerate("abcd")}}
+    (data / "domains.json").write_text(json.dumps(meta))
+    cfg = {"base_seed": 0, "model": TINY, "train": {"ctx": 32, "batch": 4, "lr": 0.003, "wd": 0.1, "warmup": 0.1},
+           "proxy_tokens": 256, "doremi_tokens": 256, "doremi": {}, "doge_tokens": 384, "doge": {},
+           "regmix": {"runs": 4, "tokens": 128, "val_windows": 2, "n_search": 300, "top_k": 10},
+           "embed": {"windows": 4, "ctx": 32},
+           "chameleon": {"lambda": 0.1, "lambda_sweep": [0.1, 1.0], "normalise_omega": True, "pt_temperature": 5.0,
+                         "ft_temperature": 0.2},
+           "finetune": {"domains": ["d"]}}
+    outs = []
+    for workers in (1, 2):
+        out = tmp_path / f"base{workers}"
+        out.mkdir()
+        mixing.fit_base(cfg, data, out, workers=workers)
+        outs.append(out)
+    for name in ("weights.json", "curves.json"):
+        assert (outs[0] / name).read_text() == (outs[1] / name).read_text()
+    e1, e2 = np.load(outs[0] / "embeddings.npz"), np.load(outs[1] / "embeddings.npz")
+    assert e1.files == e2.files and all(np.array_equal(e1[k], e2[k]) for k in e1.files)
+    # and the serial RegMix composition is the same computation as the split one
+    rec = json.loads((outs[1] / "weights.json").read_text())
+    one = baselines.regmix(TINY, 320, [toks[d]["train"] for d in "abc"], np.array([1000.0, 2000.0, 3000.0]),
+                           cfg["train"], cfg["regmix"], seed=3)
+    np.testing.assert_array_equal(np.asarray(rec["regmix"]["weights"]), one["weights"])

@@ -142,34 +142,52 @@ def eval_tokens(n_ids: int, ctx: int, max_windows: int) -> int:
     return min((n_ids - 1) // ctx, max_windows) * ctx
 
 
-def regmix(mcfg: dict, vocab: int, arrays: list[np.ndarray], prior, hp: dict, rcfg: dict, seed: int) -> dict:
-    """RegMix-lite: proxies on Dirichlet mixtures -> mean validation loss -> linear fit -> top-k search."""
-    ctx = int(hp["ctx"])
-    frac = float(rcfg.get("val_frac", 0.1))
-    fit, val = [], []
-    for a in arrays:
-        cut = int(len(a) * (1 - frac))
-        fit.append(a[:cut])
-        val.append(a[cut:])
-    dkw = {k: rcfg[k] for k in ("temperature", "min_strength", "max_strength") if k in rcfg}
+def split_validation(arrays: list[np.ndarray], frac: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(fit, val): val = the last `frac` of each domain's training tokens."""
+    cuts = [int(len(a) * (1 - frac)) for a in arrays]
+    return [a[:c] for a, c in zip(arrays, cuts)], [a[c:] for a, c in zip(arrays, cuts)]
+
+
+def _dirichlet_kw(rcfg: dict) -> dict:
+    return {k: rcfg[k] for k in ("temperature", "min_strength", "max_strength") if k in rcfg}
+
+
+def regmix_design(prior, rcfg: dict, seed: int) -> tuple[np.ndarray, np.random.Generator]:
+    """The runs' mixtures and the generator that continues into the search (so the split is bit-identical)."""
     rng = np.random.default_rng([int(seed), 7919])
-    W = dirichlet_mixtures(prior, int(rcfg["runs"]), rng, **dkw)
-    nw = int(rcfg.get("val_windows", 20))
-    losses, flops, curves = [], 0.0, []
-    for r, w in enumerate(W):
-        model = lm.build(mcfg, vocab, seed + 100 + r)
-        res = lm.train(model, fit, w, int(rcfg["tokens"]), hp, seed + 100 + r)
-        per_dom = [math.log(lm.perplexity(model, v, ctx, nw)) for v in val]
-        losses.append(per_dom)
-        n = lm.n_params(model)
-        flops += res["flops"] + 2.0 * n * sum(eval_tokens(len(v), ctx, nw) for v in val)
-        curves += [{"run": r, **c} for c in res["curves"]]
-    L = np.asarray(losses)
+    return dirichlet_mixtures(prior, int(rcfg["runs"]), rng, **_dirichlet_kw(rcfg)), rng
+
+
+def regmix_run(mcfg: dict, vocab: int, arrays: list[np.ndarray], w, hp: dict, rcfg: dict, run_seed: int) -> dict:
+    """One tiny proxy on mixture w: per-domain validation log-perplexity, FLOPs (training + scoring), curve."""
+    ctx, nw = int(hp["ctx"]), int(rcfg.get("val_windows", 20))
+    fit, val = split_validation(arrays, float(rcfg.get("val_frac", 0.1)))
+    model = lm.build(mcfg, vocab, run_seed)
+    res = lm.train(model, fit, w, int(rcfg["tokens"]), hp, run_seed)
+    n = lm.n_params(model)
+    return {"val_losses": [math.log(lm.perplexity(model, v, ctx, nw)) for v in val],
+            "flops": res["flops"] + 2.0 * n * sum(eval_tokens(len(v), ctx, nw) for v in val),
+            "curves": res["curves"]}
+
+
+def regmix_fit(W: np.ndarray, runs: list[dict], prior, rng: np.random.Generator, rcfg: dict) -> dict:
+    """Linear fit of the mean validation loss on the mixtures, then RegMix's top-k search."""
+    L = np.asarray([r["val_losses"] for r in runs])
     y = L.mean(axis=1)
     coef = fit_linear(W, y)
     pred = W @ coef
     ss = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float(((y - pred) ** 2).sum()) / ss if ss > 0 else float("nan")
-    found = search_mixture(coef, prior, rng, int(rcfg.get("n_search", 100000)), int(rcfg.get("top_k", 100)), **dkw)
+    found = search_mixture(coef, prior, rng, int(rcfg.get("n_search", 100000)), int(rcfg.get("top_k", 100)),
+                           **_dirichlet_kw(rcfg))
     return {"weights": found["weights"], "mixtures": W, "val_losses": L, "target": y, "coef": coef, "train_r2": r2,
-            "predicted_loss": found["predicted_loss"], "flops": flops, "curves": curves}
+            "predicted_loss": found["predicted_loss"], "flops": float(sum(r["flops"] for r in runs)),
+            "curves": [{"run": i, **c} for i, r in enumerate(runs) for c in r["curves"]]}
+
+
+def regmix(mcfg: dict, vocab: int, arrays: list[np.ndarray], prior, hp: dict, rcfg: dict, seed: int) -> dict:
+    """RegMix-lite in one process: proxies on Dirichlet mixtures -> mean validation loss -> linear fit -> top-k
+    search. (fit_base runs the same three steps with the runs spread over its cores.)"""
+    W, rng = regmix_design(prior, rcfg, seed)
+    runs = [regmix_run(mcfg, vocab, arrays, w, hp, rcfg, seed + 100 + r) for r, w in enumerate(W)]
+    return regmix_fit(W, runs, prior, rng, rcfg)

@@ -39,26 +39,79 @@ def chameleon_weights(X: np.ndarray, ccfg: dict) -> dict:
                           float(ccfg["ft_temperature"]))
 
 
-def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
+def _proxy_task(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
+    """The uniform proxy (saved, reloaded like a Hub checkpoint), every embedding made with it, and DoReMi's
+    Group-DRO proxy, which needs it as the reference model."""
     meta, toks = data_prep.load(data_dir)
+    P, N, ft = meta["pretrain_domains"], meta["new_domains"], list(cfg["finetune"]["domains"])
+    seed, mcfg, hp, ecfg = int(cfg.get("base_seed", 0)), cfg["model"], cfg["train"], cfg["embed"]
+    proxy = lm.build(mcfg, int(meta["vocab_size"]), seed)
+    res = lm.train(proxy, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["proxy_tokens"]), hp, seed)
+    lm.save(proxy, out_dir / "proxy", data_dir / "tokenizer.json")
+    proxy = lm.load(out_dir / "proxy")  # the Hub-like path: everything downstream uses the saved checkpoint
+    out = {"proxy": res, "n_params": lm.n_params(proxy)}
+    for key, domains in (("pretrain", P), ("finetune", ft), ("new", N)):
+        out[key] = embed_all(proxy, toks, domains, ecfg, seed)
+    proxy3 = lm.build(mcfg, int(meta["vocab_size"]), seed + 1)
+    out["doremi"] = lm.train(proxy3, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["doremi_tokens"]),
+                             {**hp, **cfg["doremi"]}, seed + 1, doremi_ref=proxy)
+    return out
+
+
+def _retrained_task(cfg: dict, data_dir: Path) -> dict:
+    """Transfer baseline: a proxy retrained on old + new domains, and its embeddings of all of them."""
+    meta, toks = data_prep.load(data_dir)
+    PN = meta["pretrain_domains"] + meta["new_domains"]
+    seed = int(cfg.get("base_seed", 0))
+    proxy2 = lm.build(cfg["model"], int(meta["vocab_size"]), seed)
+    res = lm.train(proxy2, [toks[d]["train"] for d in PN], np.ones(len(PN)), int(cfg["proxy_tokens"]), cfg["train"], seed)
+    return {"train": res, "embed": embed_all(proxy2, toks, PN, cfg["embed"], seed)}
+
+
+def _doge_task(cfg: dict, data_dir: Path) -> dict:
+    meta, toks = data_prep.load(data_dir)
+    seed = int(cfg.get("base_seed", 0)) + 2
+    proxy4 = lm.build(cfg["model"], int(meta["vocab_size"]), seed)
+    return baselines.train_doge(proxy4, [toks[d]["train"] for d in meta["pretrain_domains"]], int(cfg["doge_tokens"]),
+                                cfg["train"], cfg.get("doge", {}), seed)
+
+
+def _regmix_task(cfg: dict, data_dir: Path, w, run_seed: int) -> dict:
+    meta, toks = data_prep.load(data_dir)
+    return baselines.regmix_run(cfg["model"], int(meta["vocab_size"]), [toks[d]["train"] for d in meta["pretrain_domains"]],
+                                w, cfg["train"], cfg["regmix"], run_seed)
+
+
+def fit_base(cfg: dict, data_dir: Path, out_dir: Path, workers: int | None = None) -> dict:
+    """Every method's weights. The proxies are independent and each seeds itself, so they run as parallel
+    tasks on the stage's cores (`workers`, default: its --threads); the result does not depend on it."""
+    from icml25.core import runtime
+
+    meta = data_prep.load(data_dir)[0]
     P, N = meta["pretrain_domains"], meta["new_domains"]
     ft = list(cfg["finetune"]["domains"])
     seed = int(cfg.get("base_seed", 0))
-    mcfg, hp, ccfg, ecfg = cfg["model"], cfg["train"], cfg["chameleon"], cfg["embed"]
-    vocab = int(meta["vocab_size"])
-    curves, rec = [], {"pretrain_domains": P, "new_domains": N, "ft_domains": ft}
+    ccfg = cfg["chameleon"]
+    nat = np.array([meta["domains"][d]["natural_chars"] for d in P], dtype=np.float64)  # size-proportional
 
-    # 1. proxy on the uniform mixture of the pretraining domains (also DoReMi's reference model)
-    proxy = lm.build(mcfg, vocab, seed)
-    res = lm.train(proxy, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["proxy_tokens"]), hp, seed)
-    curves += [{"setting": "proxy", "metric": "proxy_loss", **c} for c in res["curves"]]
-    lm.save(proxy, out_dir / "proxy", data_dir / "tokenizer.json")
-    proxy = lm.load(out_dir / "proxy")  # the Hub-like path: everything downstream uses the saved checkpoint
-    rec["n_params"] = lm.n_params(proxy)
-    rec["proxy_train_flops"] = res["flops"]
+    tasks = [("proxy", _proxy_task, (cfg, data_dir, out_dir))]  # the longest first
+    if "doge_tokens" in cfg:
+        tasks.append(("doge", _doge_task, (cfg, data_dir)))
+    tasks.append(("retrained", _retrained_task, (cfg, data_dir)))
+    if "regmix" in cfg:  # RegMix's Dirichlet prior is the natural size distribution
+        W, rm_rng = baselines.regmix_design(nat, cfg["regmix"], seed + 3)
+        tasks += [(f"regmix{r}", _regmix_task, (cfg, data_dir, w, seed + 3 + 100 + r)) for r, w in enumerate(W)]
+    done = runtime.run_tasks([(fn, args) for _, fn, args in tasks], runtime.threads() if workers is None else workers)
+    out = dict(zip([name for name, _, _ in tasks], done))
+    px, re_, doge = out["proxy"], out["retrained"], out.get("doge")
+
+    res = px["proxy"]
+    curves = [{"setting": "proxy", "metric": "proxy_loss", **c} for c in res["curves"]]
+    rec = {"pretrain_domains": P, "new_domains": N, "ft_domains": ft,
+           "n_params": px["n_params"], "proxy_train_flops": res["flops"]}
 
     # 2.-5. Chameleon pretraining weights (+ lambda sweep)
-    X, emb_flops = embed_all(proxy, toks, P, ecfg, seed)
+    X, emb_flops = px["pretrain"]
     ch = chameleon_weights(X, ccfg)
     rec["chameleon"] = {"S": ch["S"].tolist(), "weights": ch["pretrain"].tolist(), "omega": ch["omega"].tolist(),
                         "embed_flops": emb_flops}
@@ -70,17 +123,16 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
                                   "rho_vs_default": krls.spearman(r["pretrain"], ch["pretrain"])}
 
     # finetuning weights: KRLS among the finetuning domains, embedded with the same proxy
-    Xft, ft_flops = embed_all(proxy, toks, ft, ecfg, seed)
+    Xft, ft_flops = px["finetune"]
     chf = chameleon_weights(Xft, ccfg)
     rec["finetune"] = {"S": chf["S"].tolist(), "weights": chf["finetune"].tolist(), "embed_flops": ft_flops}
 
     # 6. transfer: new domains embedded with the same proxy (no retraining) vs a proxy retrained on P + N
-    Xn, new_flops = embed_all(proxy, toks, N, ecfg, seed)
+    Xn, new_flops = px["new"]
     tr_same = chameleon_weights(np.concatenate([X, Xn]), ccfg)
-    proxy2 = lm.build(mcfg, vocab, seed)
-    res2 = lm.train(proxy2, [toks[d]["train"] for d in P + N], np.ones(len(P + N)), int(cfg["proxy_tokens"]), hp, seed)
+    res2 = re_["train"]
     curves += [{"setting": "proxy_retrained", "metric": "proxy_loss", **c} for c in res2["curves"]]
-    X2, emb2_flops = embed_all(proxy2, toks, P + N, ecfg, seed)
+    X2, emb2_flops = re_["embed"]
     tr_re = chameleon_weights(X2, ccfg)
     rec["transfer"] = {"domains": P + N, "weights_same_proxy": tr_same["pretrain"].tolist(),
                        "weights_retrained": tr_re["pretrain"].tolist(),
@@ -89,28 +141,20 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> dict:
                        "flops_same_proxy": new_flops, "flops_retrained": res2["flops"] + emb2_flops}
 
     # DoReMi: Group-DRO proxy against the uniform proxy as reference
-    proxy3 = lm.build(mcfg, vocab, seed + 1)
-    res3 = lm.train(proxy3, [toks[d]["train"] for d in P], np.ones(len(P)), int(cfg["doremi_tokens"]),
-                    {**hp, **cfg["doremi"]}, seed + 1, doremi_ref=proxy)
+    res3 = px["doremi"]
     curves += [{"setting": "doremi_proxy", "metric": "proxy_loss", **c} for c in res3["curves"]]
     rec["doremi"] = {"weights": res3["doremi_weights"].tolist()}
     rec["flops"]["doremi"] = res["flops"] + res3["flops"]  # reference model + DRO proxy (with reference forwards)
 
-    # size-proportional: natural sizes (also RegMix's Dirichlet prior, the token distribution)
-    nat = np.array([meta["domains"][d]["natural_chars"] for d in P], dtype=np.float64)
-
     # DoGE: its own proxy with online gradient-alignment weights (no reference model)
-    if "doge_tokens" in cfg:
-        proxy4 = lm.build(mcfg, vocab, seed + 2)
-        res4 = baselines.train_doge(proxy4, [toks[d]["train"] for d in P], int(cfg["doge_tokens"]), hp,
-                                    cfg.get("doge", {}), seed + 2)
-        curves += [{"setting": "doge_proxy", "metric": "proxy_loss", **c} for c in res4["curves"]]
-        rec["doge"] = {"weights": res4["weights"].tolist(), "steps": res4["steps"], "tokens": res4["tokens"]}
-        rec["flops"]["doge"] = res4["flops"]
+    if doge is not None:
+        curves += [{"setting": "doge_proxy", "metric": "proxy_loss", **c} for c in doge["curves"]]
+        rec["doge"] = {"weights": doge["weights"].tolist(), "steps": doge["steps"], "tokens": doge["tokens"]}
+        rec["flops"]["doge"] = doge["flops"]
 
     # RegMix-lite: tiny proxies on Dirichlet mixtures -> linear regression of the mean validation loss -> search
     if "regmix" in cfg:
-        rm = baselines.regmix(mcfg, vocab, [toks[d]["train"] for d in P], nat, hp, cfg["regmix"], seed + 3)
+        rm = baselines.regmix_fit(W, [out[f"regmix{r}"] for r in range(len(W))], nat, rm_rng, cfg["regmix"])
         curves += [{"setting": f"regmix_run{c['run']}", "metric": "proxy_loss", "step": c["step"], "value": c["value"]}
                    for c in rm["curves"]]
         rec["regmix"] = {"weights": rm["weights"].tolist(), "mixtures": rm["mixtures"].tolist(),

@@ -298,7 +298,7 @@ STUDY = Study(
         "mini": "7 offline text domains for SlimPajama's 7 (Wikipedia excerpt from the gensim wheel; Austen + Gutenberg "
                 "books from Debian R packages; CPython stdlib source; GCIDE; FOLDOC + Jargon File; fortunes; licence "
                 "texts), new/finetuning domains Shakespeare, KJV Bible, WordNet glosses; a byte-level BPE (4096) and "
-                "0.85M-parameter GPT-2 proxies (0.2M tokens) and base LMs (0.25M tokens); the uniform proxy stands in for "
+                "0.85M-parameter GPT-2 proxies and base LMs (0.2M tokens each); the uniform proxy stands in for "
                 "the pretrained model that is finetuned. DoGE: 0.2M-token proxy, stratified batches (2 windows per "
                 "domain per step). RegMix-lite: 16 proxies x 12.5k tokens on Dirichlet mixtures and a linear regression "
                 "(not the paper's LightGBM over 512 runs) of the mean validation loss (last 10% of each domain's "
