@@ -1,4 +1,6 @@
 """Faithfulness of the DoGE and RegMix-lite baselines: update rules, invariances, regression and search."""
+import json
+
 import numpy as np
 import pytest
 
@@ -128,24 +130,29 @@ def test_regmix_end_to_end_uses_validation_not_test_and_counts_flops():
     np.testing.assert_allclose(got, r["val_losses"][0], rtol=1e-5)
 
 
-def test_fit_base_records_doge_and_regmix_with_their_flops(tmp_path):
-    import json
+def _toy_data(tmp_path, seed: int):
+    """A prepared data dir of 3 pretraining domains a-c + new domain d (disjoint token ranges); returns (dir, toks)."""
+    from icml25.studies.chameleon import data_prep
 
-    from icml25.studies.chameleon import data_prep, mixing
-
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     toks = {d: {"train": rng.integers(10 + 60 * i, 90 + 60 * i, size=1500),
                 "test": rng.integers(10 + 60 * i, 90 + 60 * i, size=300)} for i, d in enumerate("abcd")}
     data = tmp_path / "data"
     data.mkdir()
-    tok = data_prep.train_tokenizer(["hello world, some text to learn merges from " * 20], 300)
-    tok.save(str(data / "tokenizer.json"))
+    data_prep.train_tokenizer(["hello world, some text to learn merges from " * 20], 300).save(str(data / "tokenizer.json"))
     np.savez(data / "tokens.npz", **{f"{d}.{s}": v[s].astype(np.uint16) for d, v in toks.items() for s in v})
-    P = ["a", "b", "c"]
-    meta = {"pretrain_domains": P, "new_domains": ["d"], "vocab_size": 320,
-            "domains": {d: {"natural_chars": 1000 * (i + 1)} for i, d in enumerate(P + ["d"])}}
+    meta = {"pretrain_domains": ["a", "b", "c"], "new_domains": ["d"], "vocab_size": 320,
+            "domains": {d: {"natural_chars": 1000 * (i + 1)} for i, d in enumerate("abcd")}}
     (data / "domains.json").write_text(json.dumps(meta))
+    return data, toks
+
+
+def test_fit_base_records_doge_and_regmix_with_their_flops(tmp_path):
+    from icml25.studies.chameleon import mixing
+
+    torch.set_num_threads(1)
+    data, toks = _toy_data(tmp_path, 0)
+    P = ["a", "b", "c"]
     cfg = {"base_seed": 0, "model": TINY, "train": {"ctx": 32, "batch": 4, "lr": 0.003, "wd": 0.1, "warmup": 0.1},
            "proxy_tokens": 256, "doremi_tokens": 256, "doremi": {},
            "doge_tokens": 32 * 2 * 3 * 2, "doge": {"per_domain_batch": 2},
@@ -176,22 +183,11 @@ def test_fit_base_records_doge_and_regmix_with_their_flops(tmp_path):
 
 def test_fit_base_on_two_workers_equals_one(tmp_path):
     """fit_base spreads its proxies over the stage's cores; every task seeds itself, so the weights, curves and
-    embeddings are bit-identical to the serial run (and the pool really ran: 2 workers, spawned)."""
-    import json
-
-    from icml25.studies.chameleon import data_prep, mixing
+    embeddings are bit-identical to the serial run."""
+    from icml25.studies.chameleon import mixing
 
     torch.set_num_threads(1)
-    rng = np.random.default_rng(1)
-    toks = {d: {"train": rng.integers(10 + 60 * i, 90 + 60 * i, size=1500),
-                "test": rng.integers(10 + 60 * i, 90 + 60 * i, size=300)} for i, d in enumerate("abcd")}
-    data = tmp_path / "data"
-    data.mkdir()
-    data_prep.train_tokenizer(["some text to learn merges from " * 20], 300).save(str(data / "tokenizer.json"))
-    np.savez(data / "tokens.npz", **{f"{d}.{s}": v[s].astype(np.uint16) for d, v in toks.items() for s in v})
-    meta = {"pretrain_domains": ["a", "b", "c"], "new_domains": ["d"], "vocab_size": 320,
-            "domains": {d: {"natural_chars": 1000 * (i + 1)} for i, d in enumerate("abcd")}}
-    (data / "domains.json").write_text(json.dumps(meta))
+    data, toks = _toy_data(tmp_path, 1)
     cfg = {"base_seed": 0, "model": TINY, "train": {"ctx": 32, "batch": 4, "lr": 0.003, "wd": 0.1, "warmup": 0.1},
            "proxy_tokens": 256, "doremi_tokens": 256, "doremi": {}, "doge_tokens": 384, "doge": {},
            "regmix": {"runs": 4, "tokens": 128, "val_windows": 2, "n_search": 300, "top_k": 10},
