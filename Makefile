@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 2
+# Rules call the `icml25` CLI: the venv's bin must be on PATH for every Snakemake run, not only its python.
+WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
 .PHONY: run test install system-data system-browser pull report clean
 
@@ -37,18 +39,19 @@ system-browser:
 	  echo "warning: could not install chromium; tests/test_browser.py will retry or skip"; \
 	fi
 
+# ARGS: extra Snakemake arguments, e.g. make run ARGS='--config scale=smoke "studies=[sand]"'
 run: install
-	$(BIN)/snakemake all --cores $(CORES)
+	$(WITH_VENV) $(BIN)/snakemake all --cores $(CORES) $(ARGS)
 
 test: install system-browser
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -q -ra
+	$(WITH_VENV) $(BIN)/python -m pytest -q -ra
 
 # Restore cached datasets on a new machine without re-running download/preprocess.
 pull: install
-	$(BIN)/dvc pull && $(BIN)/snakemake data --touch --cores 1
+	$(WITH_VENV) $(BIN)/dvc pull && $(WITH_VENV) $(BIN)/snakemake data --touch --cores 1
 
 report: install
-	$(BIN)/snakemake all --report report.html
+	$(WITH_VENV) $(BIN)/snakemake all --report report.html
 
 clean:
 	rm -rf results logs .snakemake mlflow.db mlflow.db.lock mlartifacts
