@@ -97,14 +97,20 @@ def data_params(wc):
     return f'{icfg.config_hash(cfg.get("data", {}))}-{provenance.code_hash(wc.study, "data*.py", ROOT)}'
 
 
+def _result_cfg(wc):
+    # resources (memory, runtime, cores, GPUs) say where a job runs, not what it computes: changing them
+    # for a cluster must not rerun anything
+    return {k: v for k, v in study_cfg(wc.study, wc.scale).items() if k != "resources"}
+
+
 def run_params(wc):
-    cfg = study_cfg(wc.study, wc.scale)
+    cfg = _result_cfg(wc)
     # figures*.py only draw pictures: editing them must not retrain (see figure_params)
     return f'{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, root=ROOT, exclude="figures*.py")}'
 
 
 def figure_params(wc):
-    cfg = study_cfg(wc.study, wc.scale)
+    cfg = _result_cfg(wc)
     return f'{icfg.config_hash(cfg)}-{provenance.code_hash(wc.study, "figures*.py", ROOT)}'
 
 

@@ -102,6 +102,9 @@ def test_config_change_reruns_only_affected_jobs_and_new_hash(tmp_path, smoke_tr
     root = _finished_copy(smoke_tree, tmp_path / "wf")
     assert _jobs(root) == []
     path = root / "config" / "studies" / "sand.yaml"
+    # resources say where jobs run, not what they compute: nothing reruns
+    path.write_text(path.read_text().replace("  smoke:\n", "  smoke:\n    resources:\n      train: {mem_mb: 1234, threads: 1}\n", 1))
+    assert _jobs(root) == []
     path.write_text(path.read_text().replace("      stg_trials: 1\n", "      stg_trials: 1\n      lr: 0.002\n", 1))
     jobs = _jobs(root)
     assert jobs, "a config change must rerun the study's jobs"
