@@ -1,7 +1,8 @@
 """One generic suite over every registered study (benchopt's idea): each new study is checked for free.
 
 Config validates at every scale; every stage runs at smoke scale through the CLI; metrics follow
-the declared schema; every claim evaluates to holds / fails / n.a. with numbers.
+the declared schema; every claim evaluates to holds / fails / inconclusive / n.a. with numbers and a
+signed margin whose sign and seed interval agree with the verdict.
 """
 import json
 import math
@@ -87,9 +88,55 @@ def test_claims_evaluate_with_numbers(smoke_runs, name):
     rec = json.loads((root / "results" / "smoke" / "tables" / f"{name}.claims.json").read_text())
     study = registry.get_study(name)
     assert [c["id"] for c in rec["claims"]] == [c.id for c in study.claims]
+    scalar = {c.id: c.scalar for c in study.claims}
     for c in rec["claims"]:
-        assert c["verdict"] in ("holds", "fails", "n.a.")
-        if c["verdict"] != "n.a.":
-            assert any(ch.isdigit() for ch in c["ours"]), c
+        assert c["verdict"] in ("holds", "fails", "inconclusive", "n.a.")
+        if c["verdict"] == "n.a.":
+            continue
+        assert any(ch.isdigit() for ch in c["ours"]), c
+        if scalar[c["id"]]:
+            assert c["margin"] is not None and c["unit"], f"claim {c['id']} returns no margin / unit"
+        _assert_evidence_agrees(c)
+
+
+def _assert_evidence_agrees(c):
+    """The margin's sign agrees with the verdict, and the interval's position with holds / fails /
+    inconclusive."""
+    m, iv = c["margin"], c["interval"]
+    if m is None:
+        assert c["verdict"] in ("holds", "fails"), c
+        return
+    if iv is None:
+        assert (m > 0) == (c["verdict"] == "holds"), c
+        return
+    assert iv[0] <= m <= iv[1] and c["n_seeds"] >= 2, c
+    want = "holds" if iv[0] > 0 else "fails" if iv[1] <= 0 else "inconclusive"
+    assert c["verdict"] == want, c
     md = (root / "results" / "smoke" / "tables" / f"{name}.md").read_text()
     assert study.paper.title in md and "## Claims" in md
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_claims_pair_seeds(smoke_runs, name):
+    """Smoke has one seed, so no claim shows an interval there. Here the smoke runs gain two more seeds
+    (deterministic perturbations of seed 0's numbers, same sign) and the claims are checked again: every
+    interval a claim returns must contain its margin and agree with its verdict."""
+    from icml25 import tables
+
+    root, cfg, _ = smoke_runs(name)
+    study = registry.get_study(name)
+    files = [root / "results" / "smoke" / name / m / f"seed{s}" / "metrics.json"
+             for m in cfg["methods"] for s in cfg["seeds"]]
+    long = tables.collect(files)
+    extra = []
+    for k, factor in ((1, 1.01), (2, 0.985)):
+        more = long[long.seed == long.seed.min()].copy()
+        more["seed"] = long.seed.max() + k
+        more["value"] = more["value"] * factor
+        extra.append(more)
+    import pandas as pd
+
+    agg = tables.aggregate(pd.concat([long, *extra], ignore_index=True))
+    for c in tables.check_claims(study, agg, cfg):
+        if c["verdict"] != "n.a.":
+            _assert_evidence_agrees(c)

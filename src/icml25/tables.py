@@ -9,7 +9,8 @@ import math
 from pathlib import Path
 
 from .core.io import read_json, write_json, write_parquet, write_text
-from .core.registry import ClaimResult, Study
+from .core import evidence
+from .core.registry import VERDICTS, ClaimResult, Study
 
 LONG_COLUMNS = ["study", "scale", "method", "seed", "setting", "metric", "value"]
 
@@ -30,10 +31,14 @@ def collect(metric_files: list[Path]):
 
 
 def aggregate(long):
-    """mean, sample std (ddof=1; 0 for one seed), n and the per-seed values per (method, setting, metric)."""
-    g = long.groupby(["method", "setting", "metric"], sort=False)["value"]
+    """mean, sample std (ddof=1; 0 for one seed), n, and the per-seed values with their seeds (aligned,
+    so claims can pair methods seed by seed) per (method, setting, metric)."""
+    long = long.sort_values("seed", kind="stable")
+    keys = ["method", "setting", "metric"]
+    g = long.groupby(keys, sort=False)["value"]
     agg = g.agg(mean="mean", std=lambda v: float(v.std(ddof=1)) if len(v) > 1 else 0.0, n="count")
     agg["values"] = g.apply(list)
+    agg["seeds"] = long.groupby(keys, sort=False)["seed"].apply(list)
     return agg.reset_index()
 
 
@@ -69,9 +74,33 @@ def check_claims(study: Study, agg, cfg: dict) -> list[dict]:
             res = claim.check(agg, cfg)
         except KeyError as exc:  # a needed row is absent (method or dataset disabled in config)
             res = ClaimResult("n.a.", f"missing result {exc}")
-        out.append({"id": claim.id, "claim": claim.text, "paper": claim.paper,
-                    "ours": res.ours, "verdict": res.verdict})
+        out.append({"id": claim.id, "claim": claim.text, "paper": claim.paper, "ours": res.ours,
+                    "verdict": res.verdict, "margin": res.margin, "unit": res.unit,
+                    "interval": list(res.interval) if res.interval else None, "n_seeds": res.n_seeds,
+                    "interval_kind": evidence.INTERVAL_KIND if res.interval else ""})
     return out
+
+
+def margin_text(c: dict) -> str:
+    """'+0.021 acc [-0.004, +0.046]' for a claim record (interval: paired t 95% over the seeds)."""
+    return evidence.fmt_margin(c.get("margin"), c.get("unit", ""), c.get("interval"))
+
+
+def seeds_text(c: dict) -> str:
+    return "–" if c.get("n_seeds") is None else str(c["n_seeds"])
+
+
+def verdict_counts(claims: list[dict]) -> dict[str, int]:
+    return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+
+
+MARGIN_NOTE = ("margin: signed, in the claim's units, > 0 where the claim holds; [low, high]: paired 95% t "
+               "interval of the margin over the seeds it rests on (seeds column). holds / fails: the interval "
+               "lies on one side of 0 (or, with no interval, the margin's sign); inconclusive: it covers 0.")
 
 
 def _md_table(frame) -> str:
@@ -107,6 +136,8 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
         "",
         "## Claims",
         "",
+        f"Verdicts: {counts_text(verdict_counts(claims))}. {MARGIN_NOTE}",
+        "",
         _md_table(_claims_frame(claims)),
         "",
     ]
@@ -128,7 +159,7 @@ def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> s
     """The report caption of a study (reStructuredText): paper, stand-ins at this scale, claims, verdicts."""
     p, e = study.paper, rst_escape
     stand_in = study.stand_ins.get(cfg["scale"], "") or "the paper's own setup."
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("holds", "fails", "n.a.")}
+    counts = verdict_counts(claims)
     lines = [
         f"**{e(p.title)}** ({e(p.authors)}, {e(p.venue)}, arXiv {e(p.arxiv)}; official code: {e(p.code)}).",
         "",
@@ -137,16 +168,17 @@ def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> s
         "",
         f"Stand-ins at this scale: {e(stand_in)}",
         "",
-        f"Verdicts (computed by the study's claim checks from the run files): {counts['holds']} holds, "
-        f"{counts['fails']} fails, {counts['n.a.']} n.a.",
+        f"Verdicts (computed by the study's claim checks from the run files): {counts_text(counts)}. "
+        + e(MARGIN_NOTE),
         "",
     ]
     for c in claims:
-        lines.append(f"- **{e(c['verdict'])}**: {e(c['claim'])}. Paper: {e(c['paper'])}. Ours: {e(c['ours'])}.")
+        lines.append(f"- **{e(c['verdict'])}**: {e(c['claim'])}. Paper: {e(c['paper'])}. Ours: {e(c['ours'])}. "
+                     f"Margin {e(margin_text(c))}, seeds {e(seeds_text(c))}.")
     return "\n".join(lines) + "\n"
 
 
-_VERDICT_COLOR = {"holds": "#1e7b34", "fails": "#b3261e", "n.a.": "#6b6b6b"}
+_VERDICT_COLOR = {"holds": "#1e7b34", "fails": "#b3261e", "inconclusive": "#9a6700", "n.a.": "#6b6b6b"}
 
 
 def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) -> str:
@@ -157,6 +189,7 @@ def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) 
     stand_in = study.stand_ins.get(cfg["scale"], "")
     rows = "".join(
         f"<tr><td>{h(c['claim'])}</td><td>{h(c['paper'])}</td><td>{h(c['ours'])}</td>"
+        f"<td class='margin'>{h(margin_text(c))}</td><td>{h(seeds_text(c))}</td>"
         f"<td class='verdict' style='color:{_VERDICT_COLOR.get(c['verdict'], '#000')}'><b>{h(c['verdict'])}</b></td></tr>"
         for c in claims)
     return f"""<!DOCTYPE html>
@@ -175,7 +208,8 @@ th {{ background: #f2f2f2; }}
 <h3>Results</h3>
 {table.to_html(index=False, escape=True, border=0, classes="results", table_id="results-" + study.name)}
 <h3>Claims</h3>
-<table class="claims" id="claims-{h(study.name)}"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>verdict</th></tr></thead>
+<p>{h(MARGIN_NOTE)}</p>
+<table class="claims" id="claims-{h(study.name)}"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>margin [95% CI]</th><th>seeds</th><th>verdict</th></tr></thead>
 <tbody>{rows}</tbody></table>
 </body></html>
 """
@@ -184,7 +218,9 @@ th {{ background: #f2f2f2; }}
 def _claims_frame(claims: list[dict]):
     import pandas as pd
 
-    return pd.DataFrame([{k: c[k] for k in ("claim", "paper", "ours", "verdict")} for c in claims])
+    return pd.DataFrame([{"claim": c["claim"], "paper": c["paper"], "ours": c["ours"],
+                          "margin [95% CI]": margin_text(c), "seeds": seeds_text(c), "verdict": c["verdict"]}
+                         for c in claims], columns=["claim", "paper", "ours", "margin [95% CI]", "seeds", "verdict"])
 
 
 def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Path, out_parquet: Path,
@@ -197,8 +233,10 @@ def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Pat
         rec = json.loads(Path(path).read_text())
         for c in rec["claims"]:
             rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
-                         "paper's figure": c["paper"], "ours": c["ours"], "verdict": c["verdict"]})
-    frame = pd.DataFrame(rows, columns=["study", "paper", "claim", "paper's figure", "ours", "verdict"])
+                         "paper's figure": c["paper"], "ours": c["ours"], "margin [95% CI]": margin_text(c),
+                         "seeds": seeds_text(c), "verdict": c["verdict"]})
+    columns = ["study", "paper", "claim", "paper's figure", "ours", "margin [95% CI]", "seeds", "verdict"]
+    frame = pd.DataFrame(rows, columns=columns)
     counts = frame.verdict.value_counts().to_dict() if len(frame) else {}
     md = [
         f"# icml25 summary ({scale} scale)",
@@ -206,7 +244,7 @@ def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Pat
         "One row per claim; verdicts are computed by each study's claim checks from the run files. "
         "Per-study tables: `results/" + scale + "/tables/<study>.md`.",
         "",
-        "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        "Verdicts: " + counts_text(counts) + ". " + MARGIN_NOTE,
         "",
         _md_table(frame),
         "",

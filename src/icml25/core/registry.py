@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from . import evidence
 from .errors import UserError
 
-VERDICTS = ("holds", "fails", "n.a.")
+VERDICTS = ("holds", "fails", "inconclusive", "n.a.")
 
 
 @dataclass(frozen=True)
@@ -35,19 +36,52 @@ class Method:
 
 @dataclass
 class ClaimResult:
-    verdict: str  # holds | fails | n.a.
+    """A claim's verdict and the numbers behind it (see icml25.core.evidence).
+
+    `margin` is signed, in the claim's own units (`unit`), > 0 when the claim holds, e.g. "SAND minus
+    random-k accuracy on the worst dataset". `interval` is a paired 95% interval of the margin over the
+    `n_seeds` seeds it rests on. Build one with `ClaimResult.of(...)`, which computes the verdict; a
+    verdict given by hand must agree with its margin and interval.
+    """
+
+    verdict: str  # holds | fails | inconclusive | n.a.
     ours: str  # the numbers behind the verdict, in words
+    margin: Optional[float] = None
+    unit: str = ""
+    interval: Optional[tuple[float, float]] = None
+    n_seeds: Optional[int] = None
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.margin is not None:
+            self.margin = float(self.margin)
+        if self.interval is not None:
+            self.interval = (float(self.interval[0]), float(self.interval[1]))
+        evidence.check_consistent(self.verdict, self.margin, self.interval)
+
+    @classmethod
+    def of(cls, ours: str, margin: Optional[float] = None, unit: str = "", per_seed=None,
+           n_seeds: Optional[int] = None) -> "ClaimResult":
+        """The verdict computed from the evidence. `per_seed`: the margin of each seed (paired over the
+        seeds the compared cells share); the margin is then their mean and the interval their t interval.
+        Without `per_seed` (a claim over one pooled number) the verdict is the margin's sign."""
+        interval = None
+        if per_seed is not None:
+            xs = [float(x) for x in (per_seed.values() if isinstance(per_seed, dict) else per_seed)]
+            if not xs:
+                raise KeyError("no seed shared by the compared cells")
+            margin = sum(xs) / len(xs)
+            interval = evidence.t_interval(xs)
+            n_seeds = len(xs)
+        return cls(evidence.verdict_for(margin, interval), ours, margin, unit, interval, n_seeds)
 
 
 @dataclass(frozen=True)
 class Claim:
     """A qualitative claim of the paper, checked in code over the aggregated results.
 
-    `check(agg, cfg)` gets the aggregated frame (method, setting, metric, mean, std, n, values) and
+    `check(agg, cfg)` gets the aggregated frame (method, setting, metric, mean, std, n, values, seeds) and
     the effective config; it returns a ClaimResult with the numbers. It must return n.a. (not fail)
     when the rows it needs are absent, e.g. a method disabled in config.
     """
@@ -56,6 +90,9 @@ class Claim:
     text: str
     paper: str  # the paper's figure, e.g. "Madelon .732 vs .642 (Table 2)"
     check: Callable[[Any, dict], ClaimResult]
+    # False only where no scalar margin makes sense (e.g. a claim about a shape); the contract suite
+    # requires a margin of every other claim that is not n.a.
+    scalar: bool = True
 
 
 @dataclass(frozen=True)
