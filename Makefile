@@ -8,7 +8,7 @@ CORES ?= 2
 # Rules call the `icml25` CLI: the venv's bin must be on PATH for every Snakemake run, not only its python.
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: run test install system-data system-browser pull report clean
+.PHONY: run test install system-data system-browser pull report reference verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -45,6 +45,23 @@ run: install
 
 test: install system-browser
 	$(WITH_VENV) $(BIN)/python -m pytest -q -ra
+
+# Reference results (reference/mini/, what the docs quote). STUDY=name for one study, else every configured one.
+#   make reference STUDY=sand   # run (or reuse) sand's mini tables, copy them to reference/mini/ with a stamp
+#   make verify [STUDY=sand]    # rerun the mini scale from scratch and compare with reference/mini/
+REF_TARGETS = $(if $(STUDY),$(foreach s,$(STUDY),results/mini/tables/$(s).md),all)
+REF_CONFIG = --config scale=mini tracking=false $(if $(STUDY),"studies=[$(subst $(space),$(comma),$(strip $(STUDY)))]")
+REF_STUDIES = $(if $(STUDY),--studies $(STUDY))
+comma := ,
+space := $(subst ,, )
+
+reference: install
+	$(WITH_VENV) $(BIN)/snakemake $(REF_TARGETS) --cores $(CORES) $(REF_CONFIG)
+	$(WITH_VENV) $(BIN)/icml25 reference --scale mini $(REF_STUDIES)
+
+verify: install
+	$(WITH_VENV) $(BIN)/snakemake $(REF_TARGETS) --forceall --cores $(CORES) $(REF_CONFIG)
+	$(WITH_VENV) $(BIN)/icml25 verify --scale mini $(REF_STUDIES)
 
 # Restore cached datasets on a new machine without re-running download/preprocess.
 pull: install

@@ -98,9 +98,7 @@ def data_params(wc):
 
 
 def _result_cfg(wc):
-    # resources (memory, runtime, cores, GPUs) say where a job runs, not what it computes: changing them
-    # for a cluster must not rerun anything
-    return {k: v for k, v in study_cfg(wc.study, wc.scale).items() if k != "resources"}
+    return icfg.result_config(study_cfg(wc.study, wc.scale))
 
 
 def run_params(wc):

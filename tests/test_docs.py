@@ -11,9 +11,10 @@ from icml25.core import registry
 STUDIES = registry.available()
 SECTIONS = ["## Paper", "## What is implemented, and where", "## Our reading", "## Stand-ins",
             "## Results at mini", "## Claims", "## Cost", "## Full scale", "## Not built"]
-# outputs of a run, not files in the repository
-GENERATED = ("results/", "data/", "logs/", "benchmarks/", ".snakemake/", "mlartifacts/", "report.html")
-PATH = re.compile(r"`([\w.\-]+(?:/[\w.\-]+)+/?|[\w\-]+\.(?:py|yaml|md|csv|smk|sh|json|toml))`")
+# a path into the repository (run outputs such as results/... and dataset ids such as org/name are not),
+# or a bare module name of the study (`layer.py`)
+REPO_DIRS = ("src/", "config/", "tests/", "rules/", "scripts/", "reference/", "profiles/", "envs/", "report/")
+PATH = re.compile(r"`((?:%s)[\w.\-/]*|[\w\-]+\.py)`" % "|".join(re.escape(d) for d in REPO_DIRS))
 
 
 def page(name):
@@ -41,7 +42,7 @@ def test_study_page_paths_exist(name):
     here = REPO / "src" / "icml25" / "studies" / name
     bad = []
     for p in PATH.findall(page(name)):
-        if p.startswith(GENERATED) or any(ch in p for ch in "<>{}*"):
+        if any(ch in p for ch in "<>{}*"):
             continue
         if not any((base / p).exists() for base in (REPO, here, REPO / "src" / "icml25")):
             bad.append(p)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .core.errors import UserError
 
-STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list")
+STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list",
+          "reference", "verify")
 
 
 class Ctx:
@@ -221,6 +222,43 @@ def cmd_summary(ctx: Ctx, a) -> None:
                          ctx.results() / "metrics.parquet", ctx.scale)
 
 
+def _ref_studies(ctx: Ctx, a) -> list[str]:
+    from .core import registry
+
+    names = a.studies or ctx.main["studies"]
+    for n in names:
+        registry.get_study(n)  # unknown study: one clear line
+    return names
+
+
+def cmd_reference(ctx: Ctx, a) -> None:
+    """Commit a finished run's tables as reference/<scale>/ (stamped): `make reference STUDY=S`."""
+    from .core import reference
+
+    for name in _ref_studies(ctx, a):
+        out = reference.write(ctx.root, name, ctx.scale)
+        print(f"{name}: reference results in {out.relative_to(ctx.root)}/{name}.*")
+
+
+def cmd_verify(ctx: Ctx, a) -> None:
+    """Compare results/<scale>/tables with reference/<scale>: exit 1 and print what differs."""
+    from .core import reference
+
+    diffs, stale = [], []
+    for name in _ref_studies(ctx, a):
+        why = reference.stale(ctx.root, name, ctx.scale)
+        if why:
+            stale.append(why)
+            continue
+        d = reference.compare(ctx.root, name, ctx.scale)
+        diffs += d
+        print(f"{name}: {'identical to the reference' if not d else f'{len(d)} difference(s)'}")
+    for line in stale + diffs:
+        print(line)
+    if stale or diffs:
+        raise SystemExit(1)
+
+
 def cmd_list(ctx: Ctx, a) -> None:
     from .core import registry
 
@@ -244,7 +282,7 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--seed", type=int, required=True)
         if stage == "track":
             s.add_argument("--tracking-uri", help="override tracking_uri from config")
-        if stage == "summary":
+        if stage in ("summary", "reference", "verify"):
             s.add_argument("--studies", nargs="*", help="default: the studies in config/config.yaml")
     return p
 

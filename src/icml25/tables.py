@@ -223,14 +223,12 @@ def _claims_frame(claims: list[dict]):
                          for c in claims], columns=["claim", "paper", "ours", "margin [95% CI]", "seeds", "verdict"])
 
 
-def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Path, out_parquet: Path,
-                  scale: str) -> None:
+def summary_markdown(records: list[dict], scale: str) -> str:
+    """The summary page from the studies' claim records ({study, title, claims})."""
     import pandas as pd
 
-    write_parquet(out_parquet, collect(metric_files))
     rows = []
-    for path in claim_files:
-        rec = json.loads(Path(path).read_text())
+    for rec in records:
         for c in rec["claims"]:
             rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
                          "paper's figure": c["paper"], "ours": c["ours"], "margin [95% CI]": margin_text(c),
@@ -249,4 +247,11 @@ def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Pat
         _md_table(frame),
         "",
     ]
-    write_text(out_md, "\n".join(md))
+    return "\n".join(md)
+
+
+def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Path, out_parquet: Path,
+                  scale: str) -> None:
+    write_parquet(out_parquet, collect(metric_files))
+    records = [json.loads(Path(path).read_text()) for path in claim_files]
+    write_text(out_md, summary_markdown(records, scale))

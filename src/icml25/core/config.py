@@ -107,6 +107,12 @@ def effective(raw: dict, scale: str) -> dict:
     return cfg
 
 
+def result_config(cfg: dict) -> dict:
+    """The part of a study's effective config that decides its numbers: resources (memory, runtime,
+    cores, GPUs) say where a job runs, not what it computes, so changing them reruns nothing."""
+    return {k: v for k, v in cfg.items() if k != "resources"}
+
+
 def config_hash(cfg: dict) -> str:
     blob = json.dumps(cfg, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]

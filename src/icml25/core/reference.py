@@ -1,0 +1,149 @@
+"""Reference results: the mini tables the docs quote, committed under `reference/<scale>/` and stamped
+with the hashes that decide them (showyourwork's idea, with our provenance hashes).
+
+    reference/<scale>/<study>.md|csv|claims.json   copies of results/<scale>/tables/<study>.*
+    reference/<scale>/<study>.stamp.json            config hash, code hash, git commit, machine
+    reference/<scale>/summary.md                    the claims of every referenced study
+
+The stamp's hashes are the ones the train/evaluate rules use as rerun triggers (the study's effective
+config without `resources`, and its sources without figures*.py): a study whose code or config changed
+has a stale reference, which tests/test_reference.py reports with the command that refreshes it.
+`verify` compares a fresh run with the reference: identical numbers where the study is deterministic,
+otherwise within the per-metric tolerance its config states (`verify.tolerance`), and the same verdicts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+from . import config as icfg
+from . import provenance
+from .errors import UserError
+
+SUFFIXES = (".md", ".csv", ".claims.json")
+
+
+def ref_dir(root: Path, scale: str) -> Path:
+    return Path(root) / "reference" / scale
+
+
+def hashes(root: Path, study: str, scale: str) -> dict:
+    cfg = icfg.result_config(icfg.effective(icfg.load_study(root, study), scale))
+    return {"config_hash": icfg.config_hash(cfg),
+            "code_hash": provenance.code_hash(study, root=root, exclude="figures*.py")}
+
+
+def machine() -> dict:
+    """What the numbers were computed on (without importing torch or numpy)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def version(pkg):
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return "absent"
+
+    blas = "unknown"
+    try:
+        from threadpoolctl import threadpool_info
+
+        import numpy  # noqa: F401  (threadpoolctl only sees loaded BLAS libraries)
+
+        libs = [f"{i.get('internal_api')} {i.get('version')}" for i in threadpool_info() if i.get("user_api") == "blas"]
+        blas = ", ".join(libs) or blas
+    except ImportError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": version("torch"), "numpy": version("numpy"), "blas": blas}
+
+
+def write(root: Path, study: str, scale: str = "mini") -> Path:
+    """Copy a finished run's table and claims into reference/<scale>/ and stamp them."""
+    root = Path(root)
+    src = root / "results" / scale / "tables"
+    missing = [src / f"{study}{s}" for s in SUFFIXES if not (src / f"{study}{s}").exists()]
+    if missing:
+        raise UserError(f"no {missing[0]}: run `snakemake {missing[0].relative_to(root)} --config scale={scale}` first")
+    stamp = {"study": study, "scale": scale, **hashes(root, study, scale),
+             "git_commit": provenance.git_commit(root), "machine": machine()}
+    out = ref_dir(root, scale)
+    out.mkdir(parents=True, exist_ok=True)
+    for s in (".csv", ".claims.json"):
+        shutil.copyfile(src / f"{study}{s}", out / f"{study}{s}")
+    m = stamp["machine"]
+    header = (f"> Reference results ({scale}) of `{study}`: config hash {stamp['config_hash']}, code hash "
+              f"{stamp['code_hash']}, commit {stamp['git_commit']}; machine: {m['cpu']}, {m['cores']} cores, "
+              f"torch {m['torch']}, numpy {m['numpy']}, BLAS {m['blas']}. Refresh: `make reference STUDY={study}`.\n\n")
+    (out / f"{study}.md").write_text(header + (src / f"{study}.md").read_text())
+    (out / f"{study}.stamp.json").write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
+    write_summary(root, scale)
+    return out
+
+
+def write_summary(root: Path, scale: str = "mini") -> Path:
+    from .. import tables
+
+    out = ref_dir(root, scale)
+    files = sorted(out.glob("*.claims.json"))
+    text = tables.summary_markdown([json.loads(f.read_text()) for f in files], scale)
+    stamps = [json.loads(f.with_name(f.name.replace(".claims.json", ".stamp.json")).read_text()) for f in files]
+    lines = ["", "## Stamps", "", "| study | config hash | code hash | commit |", "|---|---|---|---|"]
+    lines += [f"| {s['study']} | {s['config_hash']} | {s['code_hash']} | {s['git_commit']} |" for s in stamps]
+    (out / "summary.md").write_text(text + "\n".join(lines) + "\n")
+    return out / "summary.md"
+
+
+def stale(root: Path, study: str, scale: str = "mini") -> str | None:
+    """One line saying why a study's reference does not match its current code/config, else None."""
+    path = ref_dir(root, scale) / f"{study}.stamp.json"
+    if not path.exists():
+        return f"{study}: no reference results in reference/{scale}/; create them: make reference STUDY={study}"
+    stamp = json.loads(path.read_text())
+    now = hashes(root, study, scale)
+    diff = [f"{k} {stamp.get(k)} -> {v}" for k, v in now.items() if stamp.get(k) != v]
+    if diff:
+        return f"{study}: reference/{scale} is stale ({'; '.join(diff)}); refresh: make reference STUDY={study}"
+    return None
+
+
+def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
+    """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
+    import pandas as pd
+
+    root = Path(root)
+    ref, new = ref_dir(root, scale), root / "results" / scale / "tables"
+    for d in (ref, new):
+        if not (d / f"{study}.csv").exists():
+            raise UserError(f"no {d / (study + '.csv')}")
+    spec = icfg.load_study(root, study).get("verify") or {}
+    tol, ignore = spec.get("tolerance", {}), set(spec.get("ignore", []))
+    a, b = pd.read_csv(ref / f"{study}.csv"), pd.read_csv(new / f"{study}.csv")
+    keys = ["method", "setting", "metric"]
+    m = a.merge(b, on=keys, how="outer", suffixes=("_ref", "_new"), indicator=True)
+    out = [f"{study}: {r.method}/{r.setting}/{r.metric} only in {'reference' if r._merge == 'left_only' else 'the new run'}"
+           for r in m[m._merge != "both"].itertuples()]
+    for r in m[m._merge == "both"].itertuples():
+        if r.metric in ignore:
+            continue
+        t = float(tol.get(r.metric, tol.get("default", 0.0)))
+        x, y = r.mean_ref, r.mean_new
+        same = (pd.isna(x) and pd.isna(y)) or abs(x - y) <= t
+        if not same:
+            out.append(f"{study}: {r.method}/{r.setting}/{r.metric} mean {x!r} (reference) vs {y!r} (new)"
+                       + (f", tolerance {t}" if t else ", expected identical"))
+    va = {c["id"]: c["verdict"] for c in json.loads((ref / f"{study}.claims.json").read_text())["claims"]}
+    vb = {c["id"]: c["verdict"] for c in json.loads((new / f"{study}.claims.json").read_text())["claims"]}
+    out += [f"{study}: claim {k} {va.get(k)} (reference) vs {vb.get(k)} (new)" for k in sorted(set(va) | set(vb))
+            if va.get(k) != vb.get(k)]
+    return out

@@ -1,0 +1,90 @@
+"""Reference results (reference/mini/): stamps match the code, and `icml25 reference` / `verify` work.
+
+The stamp test is what keeps documented numbers true: a change to a study's code or config lands only
+with its refreshed reference (`make reference STUDY=<study>`).
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, copy_workflow, snakemake
+from icml25.core import reference, registry
+
+STUDIES = registry.available()
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_reference_stamp_matches_code(name):
+    if not (REPO / "reference" / "mini" / f"{name}.stamp.json").exists():
+        pytest.skip(f"{name} has no reference results yet (make reference STUDY={name})")
+    why = reference.stale(REPO, name, "mini")
+    assert why is None, why
+
+
+def _fake_tables(root: Path, study: str, scale: str, mean: float, verdict: str) -> None:
+    t = root / "results" / scale / "tables"
+    t.mkdir(parents=True, exist_ok=True)
+    (t / f"{study}.csv").write_text(
+        "study,scale,method,setting,metric,mean,std,n,seeds\n"
+        f"{study},{scale},a,d1,acc,{mean},0.0,1,[0]\n{study},{scale},a,d1,train_seconds,{mean * 7},0.0,1,[0]\n")
+    (t / f"{study}.md").write_text(f"# {study}\n\n| acc |\n|---|\n| {mean} |\n")
+    (t / f"{study}.claims.json").write_text(json.dumps({"study": study, "scale": scale, "title": "T", "claims": [
+        {"id": "c1", "claim": "a is good", "paper": "p", "ours": f"{mean}", "verdict": verdict,
+         "margin": mean - 0.5, "unit": "acc", "interval": None, "n_seeds": 1}]}))
+
+
+def test_stale_compare_and_tolerance(tmp_path):
+    root = copy_workflow(tmp_path / "wf")
+    study = "sand"
+    _fake_tables(root, study, "mini", 0.9, "holds")
+    reference.write(root, study, "mini")
+    ref = root / "reference" / "mini"
+    stamp = json.loads((ref / f"{study}.stamp.json").read_text())
+    assert {"config_hash", "code_hash", "git_commit", "machine"} <= set(stamp)
+    assert {"cpu", "cores", "torch", "numpy", "blas"} <= set(stamp["machine"])
+    assert "config hash" in (ref / f"{study}.md").read_text() and "| sand |" in (ref / "summary.md").read_text()
+    assert reference.stale(root, study, "mini") is None
+    assert reference.compare(root, study, "mini") == []
+    # a different number and verdict are reported, each in one line
+    _fake_tables(root, study, "mini", 0.4, "fails")
+    diffs = reference.compare(root, study, "mini")
+    assert any("a/d1/acc mean 0.9" in d and "expected identical" in d for d in diffs)
+    assert any("claim c1 holds (reference) vs fails (new)" in d for d in diffs)
+    # timings are not compared once declared; a tolerance accepts small differences
+    cfg = root / "config" / "studies" / f"{study}.yaml"
+    cfg.write_text(cfg.read_text() + "verify: {ignore: [train_seconds], tolerance: {acc: 0.6}}\n")
+    _fake_tables(root, study, "mini", 0.4, "holds")
+    assert reference.compare(root, study, "mini") == []
+    # ... but the config changed, so the stamp is stale and says how to refresh it
+    cfg.write_text(cfg.read_text().replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]", 1))
+    why = reference.stale(root, study, "mini")
+    assert why.startswith("sand: reference/mini is stale (config_hash") and "make reference STUDY=sand" in why
+
+
+def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):
+    """A finished smoke tree's tables become the reference; the study is rerun from scratch through
+    Snakemake and `icml25 verify` finds it identical (the study is deterministic at smoke)."""
+    study = "lockin"
+    root = tmp_path / "wf"
+    shutil.copytree(smoke_tree, root, symlinks=True, ignore=shutil.ignore_patterns("mlflow.db*", "mlartifacts"))
+    icml25 = [str(Path(sys.executable).with_name("icml25")), "--root", str(root)]
+    subprocess.run([*icml25[:1], "reference", "--root", str(root), "--scale", "smoke", "--studies", study], check=True)
+    snakemake(root, f"results/smoke/tables/{study}.md", "--forceall", "--cores", "2",
+              "--config", "scale=smoke", "tracking=false", f"studies=[{study}]")
+    proc = subprocess.run([icml25[0], "verify", "--root", str(root), "--scale", "smoke", "--studies", study],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{study}: identical to the reference" in proc.stdout
+    # a changed reference number is caught, with exit 1
+    csv = root / "reference" / "smoke" / f"{study}.csv"
+    lines = csv.read_text().splitlines()
+    head, row = lines[0].split(","), lines[1].split(",")
+    row[head.index("mean")] = "12345.0"
+    csv.write_text("\n".join([lines[0], ",".join(row), *lines[2:]]) + "\n")
+    proc = subprocess.run([icml25[0], "verify", "--root", str(root), "--scale", "smoke", "--studies", study],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "12345.0 (reference)" in proc.stdout
