@@ -16,9 +16,16 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/tables.smk"
 include: "rules/report.smk"
+include: "rules/sweep.smk"
 
 
 rule all:
     default_target: True
     input:
         all_targets(SCALE),
+
+
+# `snakemake sweep --config scale=mini`: the budget sweeps (rules/sweep.smk), never part of `all`
+rule sweep:
+    input:
+        f"results/{SCALE}/sweeps/summary.md",

@@ -18,7 +18,7 @@ THREADS = int(config["threads"])
 ENV = "../envs/icml25.yaml"
 
 wildcard_constraints:
-    scale="smoke|mini|full",
+    scale=r"(smoke|mini|full)(-x[1-9][0-9]*)?",
     study="[a-z][a-z0-9_]*",
     method="[a-z][a-z0-9_]*",
     seed=r"\d+",

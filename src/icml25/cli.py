@@ -13,7 +13,7 @@ from pathlib import Path
 from .core.errors import UserError
 
 STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list",
-          "reference", "verify")
+          "reference", "verify", "sweep")
 
 
 class Ctx:
@@ -25,8 +25,7 @@ class Ctx:
         self.root = Path(args.root).resolve()
         self.main = config.load_main(self.root)
         self.scale = args.scale or self.main["scale"]
-        if self.scale not in config.SCALES:
-            raise UserError(f"unknown scale '{self.scale}': choose one of {', '.join(config.SCALES)}")
+        config.parse_scale(self.scale)
         self.threads = args.threads or self.main["threads"]
         self.args = args
 
@@ -259,6 +258,16 @@ def cmd_verify(ctx: Ctx, a) -> None:
         raise SystemExit(1)
 
 
+def cmd_sweep(ctx: Ctx, a) -> None:
+    """results/<scale>/sweeps/: claim x budget factor tables and figures, from each factor's tables."""
+    from .core import sweep
+
+    names = _ref_studies(ctx, a)
+    for name in names:
+        print(f"{name}: {sweep.write(ctx.root, name, ctx.scale)}")
+    sweep.write_summary(ctx.root, ctx.scale, names)
+
+
 def cmd_list(ctx: Ctx, a) -> None:
     from .core import registry
 
@@ -282,7 +291,7 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--seed", type=int, required=True)
         if stage == "track":
             s.add_argument("--tracking-uri", help="override tracking_uri from config")
-        if stage in ("summary", "reference", "verify"):
+        if stage in ("summary", "reference", "verify", "sweep"):
             s.add_argument("--studies", nargs="*", help="default: the studies in config/config.yaml")
     return p
 

@@ -129,7 +129,7 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
         "",
         f"{p.authors}, {p.venue}, arXiv {p.arxiv}; official code: {p.code}.",
         "",
-        f"Scale **{cfg['scale']}**, seeds {seeds}; cells are mean ± std over seeds."
+        f"Scale **{cfg['scale']}**{budget_text(cfg)}, seeds {seeds}; cells are mean ± std over seeds."
         + (f" Stand-ins at this scale: {stand_in}" if stand_in else ""),
         "",
         _md_table(table),
@@ -147,6 +147,11 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
     if out_caption is not None:
         write_text(out_caption, study_caption(study, cfg, seeds, claims))
     write_json(out_claims, {"study": study.name, "scale": cfg["scale"], "title": p.title, "claims": claims})
+
+
+def budget_text(cfg: dict) -> str:
+    f = cfg.get("budget_factor", 1)
+    return f" at {f}x its budget knobs (a budget sweep's derived scale)" if f != 1 else ""
 
 
 def rst_escape(text: str) -> str:

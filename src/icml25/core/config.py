@@ -11,12 +11,26 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from .errors import UserError
 
 SCALES = ("smoke", "mini", "full")
+# a budget sweep's derived scale: `<scale>-x<factor>`, e.g. mini-x3 (the scale's budget knobs times 3)
+DERIVED = re.compile(r"^(smoke|mini|full)-x([1-9][0-9]*)$")
+
+
+def parse_scale(scale: str) -> tuple[str, int]:
+    """('mini', 1) for 'mini', ('mini', 3) for 'mini-x3'; UserError for anything else."""
+    if scale in SCALES:
+        return scale, 1
+    m = DERIVED.match(str(scale))
+    if not m:
+        raise UserError(f"unknown scale '{scale}': choose one of {', '.join(SCALES)} "
+                        "(or <scale>-x<factor> for a budget sweep, e.g. mini-x3)")
+    return m.group(1), int(m.group(2))
 
 
 def _load_yaml(path: Path) -> Any:
@@ -93,24 +107,66 @@ def deep_merge(base: dict, over: dict) -> dict:
 
 
 def effective(raw: dict, scale: str) -> dict:
-    """The config one (study, scale) runs with: common settings overridden by the scale's."""
-    if scale not in SCALES:
-        raise UserError(f"unknown scale '{scale}': choose one of {', '.join(SCALES)}")
-    if scale not in raw["scales"]:
-        raise UserError(f"study '{raw['study']}' has no '{scale}' scale in config/studies/{raw['study']}.yaml")
-    cfg = deep_merge(raw.get("common", {}), raw["scales"][scale])
+    """The config one (study, scale) runs with: common settings overridden by the scale's. A derived
+    scale `<scale>-x<f>` is the scale with each of its sweep knobs multiplied by f (and the sweep's seeds)."""
+    base, factor = parse_scale(scale)
+    if base not in raw["scales"]:
+        raise UserError(f"study '{raw['study']}' has no '{base}' scale in config/studies/{raw['study']}.yaml")
+    cfg = deep_merge(raw.get("common", {}), raw["scales"][base])
     cfg["study"] = raw["study"]
-    cfg["scale"] = scale
+    cfg["scale"] = base  # studies branch on the scale (e.g. full-scale loaders); the factor is separate
     # a scale may run its own method list (e.g. an analysis of a dataset that only the full scale has)
-    cfg["methods"] = list(raw["scales"][scale].get("methods") or raw["methods"])
+    cfg["methods"] = list(raw["scales"][base].get("methods") or raw["methods"])
     cfg.setdefault("seeds", [0])
+    if scale != base:
+        sweep = sweep_spec(raw, base)
+        for knob in sweep["knobs"]:
+            _scale_knob(cfg, knob, factor, raw["study"])
+        cfg["seeds"] = list(sweep.get("seeds") or cfg["seeds"])
+        cfg["budget_factor"] = factor
     return cfg
+
+
+def sweep_spec(raw: dict, scale: str) -> dict:
+    """A study's budget sweep at a scale: {knobs: [dotted config paths], factors: [1, 3, 10], seeds}."""
+    spec = dict((raw["scales"].get(scale) or {}).get("sweep") or {})
+    if not spec.get("knobs"):
+        raise UserError(f"study '{raw['study']}' declares no budget knob at scale '{scale}': add "
+                        f"scales.{scale}.sweep.knobs (e.g. [train.epochs]) to config/studies/{raw['study']}.yaml")
+    spec.setdefault("factors", [1, 3, 10])
+    return spec
+
+
+def _scale_knob(cfg: dict, knob: str, factor: int, study: str) -> None:
+    """Multiply the setting at a dotted path (a `*` segment: every key at that level) by factor."""
+    def times(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float, dict, list)):
+            raise UserError(f"config/studies/{study}.yaml: sweep knob '{knob}' holds {v!r}, not a number")
+        if isinstance(v, dict):
+            return {k: times(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [times(x) for x in v]
+        return int(round(v * factor)) if isinstance(v, int) else v * factor
+
+    def walk(node, keys):
+        head, rest = keys[0], keys[1:]
+        names = list(node) if head == "*" and isinstance(node, dict) else [head]
+        if not isinstance(node, dict) or any(k not in node for k in names) or not names:
+            raise UserError(f"config/studies/{study}.yaml: sweep knob '{knob}' is not a setting of the scale")
+        for k in names:
+            if rest:
+                walk(node[k], rest)
+            else:
+                node[k] = times(node[k])
+
+    walk(cfg, knob.split("."))
 
 
 def result_config(cfg: dict) -> dict:
     """The part of a study's effective config that decides its numbers: resources (memory, runtime,
-    cores, GPUs) say where a job runs, not what it computes, so changing them reruns nothing."""
-    return {k: v for k, v in cfg.items() if k != "resources"}
+    cores, GPUs) say where a job runs, not what it computes, so changing them reruns nothing; nor does
+    declaring a budget sweep (it only defines the derived scales)."""
+    return {k: v for k, v in cfg.items() if k not in ("resources", "sweep")}
 
 
 def config_hash(cfg: dict) -> str:
