@@ -9,9 +9,15 @@ from icml25.studies.sparse_drl import study as S
 
 
 def _agg(vals):
-    """vals: {(method, setting, metric): mean} -> the aggregated frame the claims read."""
-    return pd.DataFrame([{"method": m, "setting": s, "metric": k, "mean": v, "std": 0.0, "n": 3, "values": [v] * 3}
-                         for (m, s, k), v in vals.items()])
+    """vals: {(method, setting, metric): mean or [value of seed 0, 1, 2]} -> the aggregated frame the claims read."""
+    import numpy as np
+
+    rows = []
+    for (m, s, k), v in vals.items():
+        xs = [float(x) for x in v] if isinstance(v, list) else [float(v)] * 3
+        rows.append({"method": m, "setting": s, "metric": k, "mean": float(np.mean(xs)),
+                     "std": float(np.std(xs, ddof=1)), "n": 3, "values": xs, "seeds": [0, 1, 2]})
+    return pd.DataFrame(rows)
 
 
 CFG = {"tasks": {"cp": {"algo": "dqn", "env": "CartPole-v1", "widths": [16, 64, 256]}}, "agent": {},
@@ -37,7 +43,10 @@ def _table(dense_auc, sparse_auc, dense_diag=None, sparse_diag=None, matched=(11
 
 def test_scaling_claim_holds_only_when_dense_saturates_and_sparse_improves():
     check = S.claim_scaling("primary")
-    assert check(_table([100, 200, 150], [90, 180, 250]), CFG).verdict == "holds"
+    res = check(_table([100, 200, 150], [90, 180, 250]), CFG)
+    # margin: the smallest of sparse's gain (70), sparse's minus dense's gain (70 + 50) and dense's best
+    # narrower width minus its widest (200 - 150)
+    assert res.verdict == "holds" and res.margin == pytest.approx(50.0) and res.n_seeds == 3
     assert check(_table([100, 200, 300], [90, 180, 250]), CFG).verdict == "fails"  # dense still scales
     assert check(_table([100, 200, 150], [90, 180, 170]), CFG).verdict == "fails"  # sparse degrades too
 
@@ -65,7 +74,19 @@ def test_pathology_claims_read_the_right_direction():
     t = _table([1, 2, 3], [1, 2, 3], bad_d, good_s)
     assert S.claim_pathologies("primary")(t, CFG).verdict == "holds"
     assert S.claim_pathologies("primary")(_table([1, 2, 3], [1, 2, 3], good_s, bad_d), CFG).verdict == "fails"
-    assert S.claim_pathologies("primary", "srank")(t, CFG).verdict == "holds"
+    res = S.claim_pathologies("primary", "srank")(t, CFG)
+    assert res.verdict == "holds" and res.margin == pytest.approx(50.0) and res.unit.startswith("srank")
+    # four diagnostics in different units: the worst relative gap, here Srank's (90 - 40) / (90 + 40)
+    assert S.claim_pathologies("primary")(t, CFG).margin == pytest.approx(min(0.19 / 0.21, 50 / 130, 20 / 40, 0.18 / 0.22))
+
+
+def test_claims_pair_seeds_and_are_inconclusive_when_seeds_disagree():
+    """Sparse beats dense by +20, +20, -10 AUC on seeds 0, 1, 2: the mean is above 0 but the paired t
+    interval covers 0, so the matched claim is inconclusive, not holds."""
+    t = _table([100, 200, 150], [90, 180, [250, 250, 220]], matched=(112, 30000, [230.0, 230.0, 230.0]))
+    res = S.claim_matched("primary")(t, CFG)
+    assert res.margin == pytest.approx(10.0) and res.interval[0] < 0 < res.interval[1]
+    assert res.verdict == "inconclusive" and res.n_seeds == 3
 
 
 def test_missing_rows_make_claims_not_applicable():

@@ -219,10 +219,21 @@ def _not_learned(agg, name, t):
                                f"{float(bar):g}, the config's bar for 'learned'); return differences are noise")
 
 
+# Margins are per seed (dense and sparse jobs run the same seeds; every width of a job shares its seed), so
+# every verdict rests on a paired t interval over seeds; with one seed the margin's sign is the old test.
+
+def _sv(agg, m, setting, metric) -> dict[int, float]:
+    from icml25.core import evidence
+
+    return evidence.seed_values(agg, m, setting, metric)
+
+
 def claim_scaling(role):
     """Dense stops improving (or degrades) from the middle to the widest width while sparse keeps improving."""
 
     def check(agg, cfg):
+        from icml25.core import evidence
+
         name, t = _task(cfg, role)
         skip = _not_learned(agg, name, t)
         if skip:
@@ -233,13 +244,22 @@ def claim_scaling(role):
         lo, hi, met = ws[-2], ws[-1], _metric(cfg)
         d_lo, d_hi = need(agg, "dense", f"{name}_w{lo}", met)[0], need(agg, "dense", f"{name}_w{hi}", met)[0]
         s_lo, s_hi = need(agg, "sparse", f"{name}_w{lo}", met)[0], need(agg, "sparse", f"{name}_w{hi}", met)[0]
-        d_best = max(ws, key=lambda w: need(agg, "dense", f"{name}_w{w}", met)[0])
-        # dense "stops improving": its best width is not the widest, or its last gain is smaller than sparse's
-        ok = (s_hi > s_lo) and (s_hi - s_lo > d_hi - d_lo) and (d_best != hi or d_hi <= d_lo)
         curve = lambda m: ", ".join(f"w{w} {need(agg, m, f'{name}_w{w}', met)[0]:.1f}" for w in ws)  # noqa: E731
-        return ClaimResult("holds" if ok else "fails",
-                           f"{name} {met}: dense {curve('dense')}; sparse {curve('sparse')} "
-                           f"(w{lo}->w{hi}: dense {d_hi - d_lo:+.1f}, sparse {s_hi - s_lo:+.1f})")
+
+        def margin(v):
+            # v: dense at each width, then sparse at lo and hi. The claim holds when sparse's last gain is > 0
+            # and > dense's, and dense "stops improving": its best width is not the widest (or its last gain
+            # is <= 0), i.e. its best narrower width is >= its widest. Margin: the smallest of the three gaps
+            # (an exact tie of dense's widest and best narrower width reads 0, not holds).
+            dense, sl, sh = v[:len(ws)], v[-2], v[-1]
+            gs, gd = sh - sl, dense[-1] - dense[-2]
+            return min(gs, gs - gd, max(dense[:-1]) - dense[-1])
+
+        cells = [_sv(agg, "dense", f"{name}_w{w}", met) for w in ws]
+        cells += [_sv(agg, "sparse", f"{name}_w{lo}", met), _sv(agg, "sparse", f"{name}_w{hi}", met)]
+        return ClaimResult.of(f"{name} {met}: dense {curve('dense')}; sparse {curve('sparse')} "
+                              f"(w{lo}->w{hi}: dense {d_hi - d_lo:+.1f}, sparse {s_hi - s_lo:+.1f})",
+                              unit=f"{met.replace('_', ' ')}, smallest gap", per_seed=evidence.combine(cells, margin))
 
     return check
 
@@ -248,6 +268,8 @@ def claim_matched(role):
     """The widest sparse network beats the dense network with (about) the same active parameters."""
 
     def check(agg, cfg):
+        from icml25.core import evidence
+
         name, t = _task(cfg, role)
         skip = _not_learned(agg, name, t)
         if skip:
@@ -261,9 +283,11 @@ def claim_matched(role):
         dw = int(need(agg, "dense", r.setting, "width")[0])
         s_v, d_v = need(agg, "sparse", f"{name}_w{hi}", met)[0], need(agg, "dense", r.setting, met)[0]
         s_f, d_f = (need(agg, "sparse", f"{name}_w{hi}", "final_return")[0], need(agg, "dense", r.setting, "final_return")[0])
-        return ClaimResult("holds" if s_v > d_v else "fails",
-                           f"{name}: sparse w{hi} ({s_act:.0f} active) {met} {s_v:.1f} vs dense w{dw} "
-                           f"({r['mean']:.0f} params) {d_v:.1f}; final return {s_f:.1f} vs {d_f:.1f}")
+        per_seed = evidence.combine([_sv(agg, "sparse", f"{name}_w{hi}", met), _sv(agg, "dense", r.setting, met)],
+                                    lambda v: v[0] - v[1])
+        return ClaimResult.of(f"{name}: sparse w{hi} ({s_act:.0f} active) {met} {s_v:.1f} vs dense w{dw} "
+                              f"({r['mean']:.0f} params) {d_v:.1f}; final return {s_f:.1f} vs {d_f:.1f}",
+                              unit=f"{met.replace('_', ' ')} (sparse - dense)", per_seed=per_seed)
 
     return check
 
@@ -272,23 +296,42 @@ PATHOLOGIES = (("dormant_ratio", "lower", 3), ("srank", "higher", 1), ("param_no
                ("grad_interference", "lower", 3))
 
 
+def _rel_gap(good, bad):
+    """(good - bad) / (|good| + |bad|): signed, dimensionless, in [-1, 1]; 0 for a tie at 0."""
+    den = abs(good) + abs(bad)
+    return (good - bad) / den if den > 0 else 0.0
+
+
 def claim_pathologies(role, only=None):
     """At equal (widest) width the sparse network has lower dormant ratio, higher Srank, smaller parameter
     norm and less gradient interference."""
 
     def check(agg, cfg):
+        from icml25.core import evidence
+
         name, t = _task(cfg, role)
         hi = max(int(w) for w in t["widths"])
         s = f"{name}_w{hi}"
-        parts, ok = [], True
+        parts, gaps = [], []
         for metric, better, dig in PATHOLOGIES:
             if only and metric != only:
                 continue
             sv, dv = need(agg, "sparse", s, metric)[0], need(agg, "dense", s, metric)[0]
             good = sv < dv if better == "lower" else sv > dv
-            ok &= good
             parts.append(f"{metric} {sv:.{dig}f} vs {dv:.{dig}f} ({'ok' if good else 'no'})")
-        return ClaimResult("holds" if ok else "fails", f"{name} w{hi}, sparse vs dense: " + "; ".join(parts))
+            sign = 1.0 if better == "higher" else -1.0  # sign * (sparse - dense) > 0: sparse is better
+            pair = [_sv(agg, "sparse", s, metric), _sv(agg, "dense", s, metric)]
+            if only:  # one diagnostic: the gap in its own units
+                gaps.append(evidence.combine(pair, lambda v: sign * (v[0] - v[1])))
+            else:  # four diagnostics in different units: the relative gap, worst diagnostic
+                gaps.append(evidence.combine(pair, lambda v: _rel_gap(sign * v[0], sign * v[1])))
+        if only:
+            higher = next(b for m, b, _ in PATHOLOGIES if m == only) == "higher"
+            unit = f"{only.replace('_', ' ')} ({'sparse - dense' if higher else 'dense - sparse'})"
+        else:
+            unit = "relative gap, worst diagnostic"
+        return ClaimResult.of(f"{name} w{hi}, sparse vs dense: " + "; ".join(parts), unit=unit,
+                              per_seed=evidence.combine(gaps, min))
 
     return check
 
