@@ -81,15 +81,18 @@ def write(root: Path, study_name: str, scale: str) -> Path:
     for ax, rec in zip(axes, records):
         pts = [p for p in rec["points"] if p.get("margin") is not None]
         xs = [p["factor"] for p in pts]
+        ax.set_title(rec["id"], fontsize=8)
+        if not pts:
+            ax.text(0.5, 0.5, "n.a.", ha="center", va="center", transform=ax.transAxes)
+            continue
         ax.plot(xs, [p["margin"] for p in pts], marker="o", label="margin")
         for p in pts:
             if p.get("interval"):
                 ax.vlines(p["factor"], *p["interval"], color="grey")
         ax.axhline(0.0, color="black", lw=0.8, ls="--")
         ax.set_xscale("log")
-        ax.set_xticks(xs or [1], [f"{x}x" for x in xs] or ["1x"])
-        ax.set_title(rec["id"], fontsize=8)
-        ax.set_ylabel(pts[0]["unit"] if pts and pts[0].get("unit") else "margin", fontsize=8)
+        ax.set_xticks(xs, [f"{x}x" for x in xs])
+        ax.set_ylabel(pts[0].get("unit") or "margin", fontsize=8)
     F.caption(fig, "Margin of each claim (> 0: holds) against the budget factor; bars: paired 95% t interval "
                    "over seeds; dashed: 0.")
     F.save(fig, out / f"{study_name}_margins.png")
