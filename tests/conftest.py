@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# the studies of the shared smoke tree (workflow, report, reliability, DVC, sweep, verify tests)
+SMOKE_TREE_STUDIES = ("sand", "lockin")
 # What a copy of the workflow needs (the package itself is installed in the venv).
 WORKFLOW_FILES = ["Snakefile", "rules", "config", "profiles", "envs", "report"]
 
@@ -48,8 +51,12 @@ def workflow_copy(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_tree(tmp_path_factory) -> Path:
-    """The whole DAG at smoke scale, run once through the real snakemake CLI (shared by tests)."""
+    """The whole DAG at smoke scale, run once through the real snakemake CLI (shared by tests), on the
+    two studies the shared-machinery tests use (each study's own smoke run is in its own tests and the
+    contract suite: CI time must not grow with every study here)."""
     root = copy_workflow(tmp_path_factory.mktemp("smoke") / "wf")
+    cfg = root / "config" / "config.yaml"
+    cfg.write_text(re.sub(r"(?m)^studies: \[[^\]]*\]", f"studies: [{', '.join(SMOKE_TREE_STUDIES)}]", cfg.read_text()))
     git_init(root)
     snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
     return root
