@@ -25,8 +25,8 @@ sigma                     1.5     SAND noise scale
 hidden                    None    MLP hidden width; None -> max(16, n_features // 3) of the FULL
                                   feature count (retrained nets keep this width, input = k)
 retrain_epochs            None    epochs for retraining baselines and for 'all'; None -> epochs
-sand_rank                 'gain'  'gain' (paper: top-k gains) or 'gain_x_w1' (official code's
-                                  ``selected_indices``: |a_i| * ||W1[:, i]||_2)
+sand_rank                 'gain'  'gain' (paper and the current official code: top-k |a_i|) or
+                                  'gain_x_w1' (|a_i| * ||W1[:, i]||_2, an earlier official version)
 stg_sigma                 0.5     STG gate noise std
 stg_lambda_lo             1e-3    bisection range of lambda (penalty lambda * sum_i Phi(mu_i/sigma))
 stg_lambda_hi             1.0
