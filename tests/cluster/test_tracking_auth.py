@@ -268,7 +268,7 @@ def postgres(tmp_path):
         pg = pwd.getpwnam("postgres")
     except KeyError:
         pytest.skip("no `postgres` OS user to run the test database as")
-    bindir = Path(initdb).parent
+    bindir = Path(initdb).resolve().parent  # /usr/local/bin may hold only some of the links
     d = Path(tempfile.mkdtemp(prefix="icml25-pg-"))  # tmp_path is root-only; postgres must reach its dir
     os.chown(d, pg.pw_uid, pg.pw_gid)
     as_pg = ["runuser", "-u", "postgres", "--"]
