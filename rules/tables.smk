@@ -41,13 +41,15 @@ rule track:
         "results/{scale}/{study}/mlflow_runs.json",
     params:
         uri=config["tracking_uri"],
+        # the path of the login file of a server with a login; the secret itself never reaches argv
+        creds=f"--tracking-credentials '{config['tracking_credentials']}'" if config.get("tracking_credentials") else "",
     log:
         "logs/track/{scale}/{study}.log",
     threads: 1
     conda:
         ENV
     shell:
-        cli("track") + " --tracking-uri '{params.uri}' > {log} 2>&1"
+        cli("track") + " --tracking-uri '{params.uri}' {params.creds} > {log} 2>&1"
 
 
 rule summary:

@@ -87,3 +87,50 @@ def file_server():
     for srv in servers:
         srv.shutdown()
         srv.server_close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def auth_mlflow_server(tmp_path_factory):
+    """An `mlflow server` with MLflow's login (`--auth`, what any non-loopback bind turns on) and HTTPS
+    (a self-signed certificate), started once by scripts/cluster/mlflow_server.sh on 127.0.0.1 only.
+    Yields url, state, cert, the logins {section: (user, password)} and the output of `start`."""
+    import configparser
+    import time
+    from types import SimpleNamespace
+
+    pytest.importorskip("flask_wtf", reason="the login needs mlflow's auth extra: pip install 'mlflow[auth]'")
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed for the test certificate")
+    state = tmp_path_factory.mktemp("mlflow_auth_server")
+    cert, key = state.parent / "auth_cert.pem", state.parent / "auth_key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    port = free_port()
+    env = {**os.environ, "ICML25_MLFLOW_PYTHON_BIN": str(Path(sys.executable).parent)}
+    script = REPO / "scripts" / "cluster" / "mlflow_server.sh"
+    # 2 workers: the start-up of each costs CPU-seconds on a small test machine
+    args = [str(script), "start", "--auth", "--state", str(state), "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "2", "--tls-cert", str(cert), "--tls-key", str(key)]
+    t0 = time.time()
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        url = proc.stdout.strip().splitlines()[-1]
+        assert url == f"https://127.0.0.1:{port}"
+        cp = configparser.ConfigParser(interpolation=None)
+        cp.read(state / "credentials")
+        creds = {s: (cp[s]["mlflow_tracking_username"], cp[s]["mlflow_tracking_password"]) for s in ("mlflow", "admin", "reader")}
+        print(f"\nauthenticated mlflow server up in {time.time() - t0:.0f} s at {url}")
+        yield SimpleNamespace(url=url, state=state, cert=cert, creds=creds, start_output=proc.stdout + proc.stderr,
+                              credentials=state / "credentials", start_seconds=time.time() - t0)
+    finally:
+        subprocess.run([str(script), "stop", "--state", str(state)], capture_output=True, env=env, timeout=60)

@@ -202,8 +202,10 @@ def cmd_track(ctx: Ctx, a) -> None:
     files = _metric_files(ctx, cfg)
     uri = a.tracking_uri or ctx.main["tracking_uri"]
     figs = ctx.results() / "figures" / a.study
+    # a path to the login, never the secret itself (that would land in argv and the logs)
+    creds = a.tracking_credentials or ctx.main.get("tracking_credentials") or None
     runs = tracking.ingest_study(uri, ctx.root, ctx.scale, a.study, [f.parent for f in files],
-                                 figures_dir=figs if figs.is_dir() else None)
+                                 figures_dir=figs if figs.is_dir() else None, credentials_file=creds)
     io.write_json(ctx.results() / a.study / "mlflow_runs.json",
                   {"tracking_uri": uri, "experiment": f"{ctx.scale}/{a.study}", "runs": runs})
 
@@ -291,6 +293,9 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--seed", type=int, required=True)
         if stage == "track":
             s.add_argument("--tracking-uri", help="override tracking_uri from config")
+            s.add_argument("--tracking-credentials", metavar="FILE",
+                           help="MLflow credentials file of a server with a login (default: tracking_credentials "
+                                "from config; MLFLOW_TRACKING_USERNAME/PASSWORD take precedence)")
         if stage in ("summary", "reference", "verify", "sweep"):
             s.add_argument("--studies", nargs="*", help="default: the studies in config/config.yaml")
     return p

@@ -1,13 +1,13 @@
 """Many writers at once: 8 processes ingest runs into (a) an `mlflow server` started with
-scripts/cluster/mlflow_server.sh and (b) the SQLite-file default, through icml25.core.tracking (the code
-the `track` rule runs). Every run must come back through MlflowClient with all its params, metrics,
+scripts/cluster/mlflow_server.sh, open (loopback default) and with its login and HTTPS (conftest's
+auth_mlflow_server; the writers log in as the pipeline user from its credentials file), and (b) the
+SQLite-file default, through icml25.core.tracking (the code the `track` rule runs). Every run must come back through MlflowClient with all its params, metrics,
 curve points and artifacts; the number of retries each store needed is reported.
 
 Run as a script (`python test_tracking_concurrency.py worker SPEC.json`) it is one writer process.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -82,7 +82,8 @@ def worker(spec_path: str) -> int:
     t0 = time.time()
     status, runs = "ok", {}
     try:
-        runs = T.ingest_study(spec["uri"], Path(spec["root"]), "smoke", spec["study"], [Path(d) for d in spec["runs"]])
+        runs = T.ingest_study(spec["uri"], Path(spec["root"]), "smoke", spec["study"], [Path(d) for d in spec["runs"]],
+                              credentials_file=spec.get("creds"))
     except Exception as exc:  # reported, and the exit code says so: a lost run is never silent
         status = f"{type(exc).__name__}: {exc}"
     out = {"status": status, "runs": runs, "seconds": time.time() - t0, "start": t0, **counts,
@@ -91,14 +92,15 @@ def worker(spec_path: str) -> int:
     return 0 if status == "ok" else 1
 
 
-def run_writers(uri: str, root: Path) -> list[dict]:
-    """N_PROCS processes, each ingesting its own study's runs, released at the same instant."""
+def run_writers(uri: str, root: Path, creds: Path | None = None) -> list[dict]:
+    """N_PROCS processes, each ingesting its own study's runs, released at the same instant; `creds`:
+    the credentials file of a server with a login."""
     go = root / "go"
     procs, outs = [], []
     for i in range(N_PROCS):
         study = f"conc{i}"
         spec = {"uri": uri, "root": str(root), "study": study, "go": str(go), "out": str(root / f"{study}.out.json"),
-                "runs": [str(d) for d in make_runs(root / "runs", study)]}
+                "runs": [str(d) for d in make_runs(root / "runs", study)], "creds": str(creds) if creds else None}
         (root / f"{study}.spec.json").write_text(json.dumps(spec))
         outs.append(Path(spec["out"]))
         procs.append(subprocess.Popen([sys.executable, __file__, "worker", str(root / f"{study}.spec.json")],
@@ -164,16 +166,12 @@ def check_store(uri: str, results: list[dict]) -> dict:
             "slowest_writer_s": round(max(r["seconds"] for r in results), 1)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     state = tmp_path_factory.mktemp("mlflow_server")
-    port = _free_port()
+    from conftest import free_port  # here: run as a writer script, this file has no conftest on its path
+
+    port = free_port()
     env = {**os.environ, "ICML25_MLFLOW_PYTHON_BIN": str(Path(sys.executable).parent)}
     script = REPO / "scripts" / "cluster" / "mlflow_server.sh"
     args = [str(script), "start", "--state", str(state), "--host", "127.0.0.1", "--port", str(port),
@@ -191,9 +189,25 @@ def mlflow_server(tmp_path_factory):
 
 
 def test_concurrent_writers_to_mlflow_server(mlflow_server, tmp_path):
+    import urllib.request
+
+    # a loopback bind keeps the open server of a single machine: no login asked
+    urllib.request.urlopen(f"{mlflow_server}/api/2.0/mlflow/experiments/search?max_results=1", timeout=30).close()
     results = run_writers(mlflow_server, tmp_path)
     report = check_store(mlflow_server, results)
     print(f"\nmlflow server, {N_PROCS} concurrent writers: {json.dumps(report)}")
+    assert report["runs"] == N_PROCS * RUNS_PER_PROC
+
+
+def test_concurrent_writers_to_authenticated_mlflow_server(auth_mlflow_server, tmp_path, monkeypatch):
+    srv = auth_mlflow_server
+    # the writers inherit the certificate setting; the login they read from the credentials file
+    monkeypatch.setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", str(srv.cert))
+    results = run_writers(srv.url, tmp_path, creds=srv.credentials)
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", srv.creds["mlflow"][0])
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", srv.creds["mlflow"][1])
+    report = check_store(srv.url, results)
+    print(f"\nauthenticated mlflow server (HTTPS), {N_PROCS} concurrent writers: {json.dumps(report)}")
     assert report["runs"] == N_PROCS * RUNS_PER_PROC
 
 
