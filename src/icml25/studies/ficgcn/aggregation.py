@@ -173,7 +173,11 @@ def run_group(be, x, g: Group, lay: Layout):
 def spintra(be, xs: list, A, lay: Layout, plans=None):
     """SpIntra-CA over every chunk pair. xs[q] = list of column ciphertexts of chunk q (same schedule each).
     Returns (out per chunk, plans, per-group rotation counts)."""
-    plans = plans if plans is not None else {pair: plan_groups(*v, lay) for pair, v in chunk_pairs(A, lay).items()}
+    if plans is None:  # planning is the expensive part: once per (graph, layout), reused by dry runs
+        cache = lay.__dict__.setdefault("_plans", {})
+        if id(A) not in cache:
+            cache[id(A)] = (A, {pair: plan_groups(*v, lay) for pair, v in chunk_pairs(A, lay).items()})
+        plans = cache[id(A)][1]
     out = [[None] * len(xs[0]) for _ in range(len(xs))]
     group_rot = []
     for (qs, qd), groups in plans.items():

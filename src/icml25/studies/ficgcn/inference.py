@@ -69,16 +69,14 @@ def combine(be: Backend, xs, W: np.ndarray, lay: Layout):
     return out
 
 
-def aggregate(be, mode: str, xs, A, lay: Layout, X=None, plans=None):
+def aggregate(be, mode: str, xs, A, lay: Layout):
     if mode == "spintra":
-        out, plans, _ = agg.spintra(be, xs, A, lay, plans)
+        out, _, _ = agg.spintra(be, xs, A, lay)
         return out
     if mode == "diagonal":
         return agg.diagonal(be, xs, A, lay)
     if mode == "inter_gather":
         return agg.inter_gather(be, xs, A, lay)
-    if mode == "inter_client":
-        return agg.inter_client(be, X, A, lay)
     raise ValueError(mode)
 
 
@@ -89,18 +87,17 @@ def units(counts: dict, cost: dict) -> float:
     return float(sum(counts.get(op, 0) * c for op, c in cost.items()))
 
 
-def choose_mode(candidates, layer, A, lay, F, plans, cost=COST_PAPER) -> tuple[str, dict]:
+def choose_mode(candidates, layer, A, lay, F, cost=COST_PAPER) -> tuple[str, dict]:
     """The per-layer mode with the lower modelled latency, from dry runs of each candidate's schedule."""
     costs = {}
+    n = math.ceil(F / lay.t)  # one column ciphertext per chunk, counted for all n (same schedule)
     for mode in candidates:
         be = DryRun(lay.M)
-        xs = [[be.encrypt(np.zeros(lay.M)) for _ in range(math.ceil(F / lay.t))] for _ in range(lay.n_chunks)]
-        if mode == "inter_client":
-            be.counts.clear()
-            agg.inter_client(be, np.zeros((lay.N, F)), A, lay)
-        else:
-            be.counts.clear()
-            aggregate(be, mode, xs, A, lay, plans=plans)
+        with be.multiplicity(n):
+            if mode == "inter_client":
+                agg.inter_client(be, np.zeros((lay.N, lay.t)), A, lay)
+            else:
+                aggregate(be, mode, [[be.encrypt(np.zeros(lay.M))] for _ in range(lay.n_chunks)], A, lay)
         costs[mode] = units(be.counts, cost)
     return min(costs, key=costs.get), costs
 
@@ -120,11 +117,10 @@ def infer(be: Backend, method: str, X, A, W1, W2, lay: Layout, probe: bool = Fal
     m1, m2, _ = RECIPES[method]
     F, H = W1.shape
     C = W2.shape[1]
-    plans = {}
     if m1 == "auto":
-        m1, _ = choose_mode(LAYER1_MODES, 1, A, lay, F, plans)
+        m1, _ = choose_mode(LAYER1_MODES, 1, A, lay, F)
     if m2 == "auto":
-        m2, _ = choose_mode(LAYER2_MODES, 2, A, lay, C, plans)
+        m2, _ = choose_mode(LAYER2_MODES, 2, A, lay, C)
     layer_rot = {}
     # ---- layer 1: aggregation, combination, x^2
     r0 = be.counts["rot"]
@@ -137,7 +133,7 @@ def infer(be: Backend, method: str, X, A, W1, W2, lay: Layout, probe: bool = Fal
         h = agg.inter_client(be, X, A, lay)
     else:
         xs = [[be.encrypt(v) for v in chunk] for chunk in pack(X, lay)]
-        h = _maybe_probe(be, lambda xs_: aggregate(be, m1, xs_, A, lay, plans=plans.get(1)), xs, probe, lay)
+        h = _maybe_probe(be, lambda xs_: aggregate(be, m1, xs_, A, lay), xs, probe, lay)
     layer_rot["agg1"] = be.counts["rot"] - r0
     r0 = be.counts["rot"]
     h = combine(be, h, W1, lay)
