@@ -17,7 +17,8 @@ def train_gcn(A, X, labels, train_idx, hidden: int, epochs: int, lr: float, weig
 
     torch.manual_seed(seed)
     coo = A.tocoo()
-    At = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, coo.shape, dtype=torch.float32).coalesce()
+    At = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, coo.shape, dtype=torch.float32,
+                                 check_invariants=False).coalesce()
     Xt = torch.tensor(X, dtype=torch.float32)
     y = torch.tensor(labels, dtype=torch.long)
     tr = torch.tensor(train_idx, dtype=torch.long)

@@ -357,7 +357,8 @@ STUDY = Study(
     figures=lazy_hook("icml25.studies.ficgcn.figures", "figures"),
     claims=CLAIMS,
     stand_ins={
-        "smoke": "tiny nested SBMs (60-300 nodes, 256 slots), 30 training epochs, SEAL at ring 4096; numbers meaningless.",
+        "smoke": "tiny nested SBMs (60-300 nodes, 256 slots), 30 training epochs, SEAL at ring 512 without security; "
+                 "numbers meaningless.",
         "mini": "nested stochastic block models at Cora / Citeseer / CoraFull sizes (2708 / 3327 / 19793 nodes, 7 / 6 / 70 "
                 "classes, mean degree 3.9 / 2.8 / 6.4) with class-conditional bag-of-words features reduced to 32 dims, "
                 "3 graph seeds; op counts on the exact slot simulator (4096 slots); real SEAL CKKS (ring 8192) end to end "
