@@ -445,8 +445,8 @@ STUDY = Study(
     stand_ins={
         "smoke": "digits only, a 1-block ViT and EVA-like model trained 1 epoch, 64 test images; numbers are "
                  "meaningless (tests only).",
-        "mini": "ImageNet-1k -> sklearn digits (8x8, 1400/397 split) and Fashion-MNIST (28x28, 6000 train / "
-                "1000 test, class-balanced); ViT-S/B/L and EVA -> a 2-block ViT (dim 48, GELU) and an EVA-like "
+        "mini": "ImageNet-1k -> sklearn digits (8x8, 1400/397 split) and Fashion-MNIST (28x28, 5000 train / "
+                "500 test, class-balanced); ViT-S/B/L and EVA -> a 2-block ViT (dim 32, GELU) and an EVA-like "
                 "variant (SwiGLU MLP) trained in the pipeline, 3 seeds; calibration on 256 training images.",
         "full": "the paper's setting: ImageNet-1k validation (50k), timm ViT-S/B/L-16 augreg checkpoints converted "
                 "without training, GPU.",

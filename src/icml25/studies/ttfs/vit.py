@@ -125,7 +125,7 @@ def train_ann(spec: dict, train: dict, x, y, seed: int, classes: int) -> tuple[V
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
             step += 1
         curve.append((ep, total / len(x)))
     return model.eval(), curve
