@@ -160,35 +160,51 @@ class TTFSViT:
         Vqkv = self._linear_V(y, yname, W_in, b_in)
         q, k, v = (self._emit(f"{name}.{n}", Vqkv[..., i * d:(i + 1) * d], N.IDENTITY) for i, n in enumerate("qkv"))
         heads = lambda t: t.reshape(B, T, h, hd).transpose(1, 2)  # (B, h, T, hd)
-        qv, kv, vv = heads(q.value()), heads(k.value()), heads(v.value())
-        # scores s_ij = sum_d q_id k_jd: quarter-square neurons per (i, j, d)
+        S = self._scores(name, q, k, heads)
+        A = self._softmax(name, S)
+        O = self._attend(name, A, v, heads, fan=d)
+        O = O.transpose(1, 2).reshape(B, T, d)
+        self._syn(x, xname, 1)
+        V = x.value() + O @ w[f"{pre}.attn.out_proj.weight"].T + w[f"{pre}.attn.out_proj.bias"]
+        return self._emit(f"{name}.res", V, N.IDENTITY)
+
+    def _scores(self, name: str, q: N.Spikes, k: N.Spikes, heads=lambda t: t) -> torch.Tensor:
+        """QK^T: s_ij = sum_d q_id k_jd by quarter-square neurons per (i, j, d); returns the potential S
+        (B, h, T, T) that the softmax neurons receive."""
+        qv, kv = heads(q.value()), heads(k.value())
+        T = qv.shape[-2]
         self._syn(q, f"{name}.q", 4 * T)
         self._syn(k, f"{name}.k", 4 * T)
-        qk = self._product(f"{name}.qk", qv[:, :, :, None, :], kv[:, :, None, :, :])
-        S = sum(wgt * s.value() for s, wgt, _ in qk).sum(-1)          # (B, h, T, T), the score potential
+        qk = self._product(f"{name}.qk", qv[..., :, None, :], kv[..., None, :, :])
         for s, _, pname in qk:
             self._syn(s, pname, 2)                                   # to e_ij and to y_ij
+        return sum(wgt * s.value() for s, wgt, _ in qk).sum(-1)
+
+    def _softmax(self, name: str, S: torch.Tensor) -> N.Spikes:
+        """Softmax over the last axis of the potential S: e = exp(S - m), L = log(sum_j e), y = exp(S - m - L)."""
+        T = S.shape[-1]
         if self._calib and self._phase == "m":
-            # m per head and query row (the same for every key j, so the softmax is unchanged)
-            row = S.amax(dim=(0, 3))[..., None]
+            # m per query row (the same for every key j, so the softmax is unchanged)
+            row = S.amax(dim=(0, S.dim() - 1))[..., None]
             self._m_obs[name] = row if name not in self._m_obs else torch.maximum(self._m_obs[name], row)
         m = self.consts.get(name, 0.0)
         e = self._emit(f"{name}.e", S - m, N.EXP)
         self._syn(e, f"{name}.e", 1)
         L = self._emit(f"{name}.L", e.value().sum(-1, keepdim=True), N.LOG)
         self._syn(L, f"{name}.L", T)
-        A = self._emit(f"{name}.a", S - m - L.value(), N.EXP)          # softmax probabilities
-        # o_id = sum_j A_ij v_jd: quarter squares per (i, j, d)
+        return self._emit(f"{name}.a", S - m - L.value(), N.EXP)
+
+    def _attend(self, name: str, A: N.Spikes, v: N.Spikes, heads=lambda t: t, fan: int = 1) -> torch.Tensor:
+        """AV: o_id = sum_j A_ij v_jd by quarter-square neurons per (i, j, d); returns the summed potential
+        (B, h, T, hd); `fan`: the neurons each product piece reaches downstream (out_proj: d)."""
+        vv = heads(v.value())
+        T, hd = vv.shape[-2], vv.shape[-1]
         self._syn(A, f"{name}.a", 4 * hd)
         self._syn(v, f"{name}.v", 4 * T)
-        av = self._product(f"{name}.av", A.value()[..., None], vv[:, :, None, :, :])
-        O = sum(wgt * s.value() for s, wgt, _ in av).sum(3)             # (B, h, T, hd)
-        O = O.transpose(1, 2).reshape(B, T, d)
+        av = self._product(f"{name}.av", A.value()[..., None], vv[..., None, :, :])
         for s, _, pname in av:
-            self._syn(s, pname, d)                                    # through out_proj to d neurons
-        self._syn(x, xname, 1)
-        V = x.value() + O @ w[f"{pre}.attn.out_proj.weight"].T + w[f"{pre}.attn.out_proj.bias"]
-        return self._emit(f"{name}.res", V, N.IDENTITY)
+            self._syn(s, pname, fan)
+        return sum(wgt * s.value() for s, wgt, _ in av).sum(-2)
 
     def _mlp(self, name: str, y: N.Spikes, yname: str, x: N.Spikes, xname: str, pre: str, mlp) -> N.Spikes:
         w, d = self.w, self.d
