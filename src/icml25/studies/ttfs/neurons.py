@@ -111,10 +111,24 @@ class Fn:
     floor: Optional[float] = None
 
 
+def _bisect(g, y, lo: float, hi: float, increasing: bool):
+    """The v in [lo, hi] with g(v) = y for a monotone g (the threshold kernel of a piece without a closed-form
+    inverse); 200 halvings reach float64 resolution."""
+    y = torch.as_tensor(y, dtype=torch.float64)
+    lo_t, hi_t = torch.full_like(y, lo), torch.full_like(y, hi)
+    for _ in range(200):
+        mid = (lo_t + hi_t) / 2
+        above = (g(mid) >= y) if increasing else (g(mid) <= y)
+        hi_t, lo_t = torch.where(above, mid, hi_t), torch.where(above, lo_t, mid)
+    return (lo_t + hi_t) / 2
+
+
 def _pieces(name, f, x0):
     f0 = float(f(torch.tensor(x0, dtype=torch.float64)))
-    up = Fn(f"{name}+", lambda v: f(torch.clamp(v, min=x0)), True, floor=f0)
-    down = Fn(f"{name}-", lambda v: f(torch.clamp(v, max=x0)) - f0, False, floor=0.0)
+    f_up = lambda v: f(torch.clamp(v, min=x0))
+    f_down = lambda v: f(torch.clamp(v, max=x0)) - f0
+    up = Fn(f"{name}+", f_up, True, lambda y: _bisect(f_up, y, x0, 1e3, True), floor=f0)
+    down = Fn(f"{name}-", f_down, False, lambda y: -_bisect(lambda u: f_down(-u), y, -x0, 1e3, True), floor=0.0)
     return up, down
 
 

@@ -29,6 +29,17 @@ from . import neurons as N
 from .vit import Mlp, ViT
 
 
+def _t(v) -> torch.Tensor:
+    return torch.as_tensor(v, dtype=torch.float64)
+
+
+def _lift(v, heads, like) -> torch.Tensor:
+    """A group's interval bound (per neuron without the batch axis, or a scalar) shaped like its values
+    `like` after `heads` (which expects a batch axis)."""
+    v = _t(v)
+    return heads(v[None]) if v.dim() >= 2 else v.expand(like.shape)
+
+
 class TTFSViT:
     """A ViT/EVA-like model (`vit.ViT`) converted into a TTFS SNN; `run(x, p)` simulates it in closed form."""
 
@@ -60,7 +71,17 @@ class TTFSViT:
         self.sops += int(s.spiked.sum()) * per_neuron
         self._fan[name] = self._fan.get(name, 0) + per_neuron
 
-    def _emit(self, name: str, V: torch.Tensor, fn: N.Fn) -> N.Spikes:
+    def _emit(self, name: str, V: torch.Tensor, fn: N.Fn, interval=None) -> N.Spikes:
+        """Emitting stage of group `name`. `interval`: (a, b) derived from the inputs' intervals (product
+        pieces), used instead of a calibrated one."""
+        if interval is not None:
+            a, b = interval
+            s = N.emit(V, fn, a, b, None if self._calib else self.p)
+            if not self._calib:
+                st = self.stats[name]
+                st["neurons"] += s.t.numel()
+                st["spikes"] += int(s.spiked.sum())
+            return s
         if self._calib:
             y = fn.f(V)
             lo, hi = y.amin(0), y.amax(0)   # per neuron, over the batch
@@ -79,8 +100,11 @@ class TTFSViT:
 
     def _finish_calibration(self):
         for name, (lo, hi, floor) in self._obs.items():
-            a = torch.full_like(lo, floor) if floor is not None else lo - self.margin * (hi - lo)
-            b = hi + self.margin * (hi - a)
+            # widen by `margin` of the larger of the neuron's own and its group's mean calibrated width: a
+            # neuron that barely varied on the calibration images still gets room for the test images
+            width = torch.maximum(hi - lo, (hi - lo).mean())
+            a = torch.full_like(lo, floor) if floor is not None else lo - self.margin * width
+            b = hi + self.margin * width
             self.ranges[name] = (a, torch.maximum(b, a + 1e-6))
 
     @torch.no_grad()
@@ -93,7 +117,7 @@ class TTFSViT:
             for i in range(0, len(x), batch):
                 self._forward(x[i:i + batch].to(torch.float64))
             if phase == "m":
-                self.consts = dict(self._m_obs)
+                self.consts = {k: hi + self.margin * (hi - lo) for k, (lo, hi) in self._m_obs.items()}
         self._calib = False
         self._finish_calibration()
 
@@ -113,14 +137,24 @@ class TTFSViT:
         floor = torch.as_tensor(s.a, dtype=W.dtype).expand(s.t.shape[1:])
         return s.psp() @ W.T + (floor @ W.T + bias)
 
-    def _square_pieces(self, name: str, V: torch.Tensor):
-        return [self._emit(f"{name}.{fn.name}", V, fn) for fn in N.SQUARE]
+    def _square_pieces(self, name: str, V: torch.Tensor, bounds=None):
+        """x^2 as two monotone pieces. `bounds`: (lo, hi) that V cannot leave (from its inputs' intervals);
+        the pieces' intervals are then [0, hi^2] and [0, lo^2], so they never clip."""
+        if bounds is None:
+            return [self._emit(f"{name}.{fn.name}", V, fn) for fn in N.SQUARE]
+        lo, hi = bounds
+        tiny = 1e-12
+        up = (0.0, torch.clamp(torch.as_tensor(hi, dtype=V.dtype), min=0) ** 2 + tiny)
+        down = (0.0, torch.clamp(torch.as_tensor(lo, dtype=V.dtype), max=0) ** 2 + tiny)
+        return [self._emit(f"{name}.{fn.name}", V, fn, iv) for fn, iv in zip(N.SQUARE, (up, down))]
 
-    def _product(self, name: str, a_val: torch.Tensor, b_val: torch.Tensor):
-        """Quarter-square neurons for a*b: receive a+b and a-b, emit their squares' pieces. Returns the
-        pieces and their weights (+1/4 for (a+b)^2, -1/4 for (a-b)^2) for the receiving stage downstream."""
-        plus = self._square_pieces(f"{name}.sum", a_val + b_val)
-        minus = self._square_pieces(f"{name}.dif", a_val - b_val)
+    def _product(self, name: str, A, B):
+        """Quarter-square neurons for a*b: receive a+b and a-b, emit their squares' pieces. A, B: (value,
+        a, b), the factor and its interval (broadcast like the value). Returns the pieces and their weights
+        (+1/4 for (a+b)^2, -1/4 for (a-b)^2) for the receiving stage downstream."""
+        (av, aa, ab), (bv, ba, bb) = A, B
+        plus = self._square_pieces(f"{name}.sum", av + bv, (aa + ba, ab + bb))
+        minus = self._square_pieces(f"{name}.dif", av - bv, (aa - bb, ab - ba))
         return [(s, 0.25, f"{name}.sum.{fn.name}") for s, fn in zip(plus, N.SQUARE)] + \
                [(s, -0.25, f"{name}.dif.{fn.name}") for s, fn in zip(minus, N.SQUARE)]
 
@@ -134,7 +168,7 @@ class TTFSViT:
         self._syn(mu, f"{name}.mu", 3 * d)
         Vc = x.value() - mu.value()
         c = self._emit(f"{name}.c", Vc, N.IDENTITY)
-        sq = self._square_pieces(f"{name}.sq", Vc)
+        sq = self._square_pieces(f"{name}.sq", Vc, (_t(x.a) - _t(mu.b), _t(x.b) - _t(mu.a)))
         Vv = sum(s.value() for s in sq).mean(-1, keepdim=True) + eps
         for s, fn in zip(sq, N.SQUARE):
             self._syn(s, f"{name}.sq.{fn.name}", 1)
@@ -142,7 +176,7 @@ class TTFSViT:
         # c_k * r by quarter squares: c_k reaches the 4 pieces of its pair; r reaches the 4 pieces of all d
         self._syn(c, f"{name}.c", 4)
         self._syn(r, f"{name}.r", 4 * d)
-        parts = self._product(f"{name}.cr", c.value(), r.value())
+        parts = self._product(f"{name}.cr", (c.value(), _t(c.a), _t(c.b)), (r.value(), _t(r.a), _t(r.b)))
         Vy = beta.clone().expand_as(Vc).clone()
         for s, wgt, pname in parts:
             self._syn(s, pname, 1)
@@ -159,7 +193,7 @@ class TTFSViT:
         b_in[:d] /= math.sqrt(hd)
         Vqkv = self._linear_V(y, yname, W_in, b_in)
         q, k, v = (self._emit(f"{name}.{n}", Vqkv[..., i * d:(i + 1) * d], N.IDENTITY) for i, n in enumerate("qkv"))
-        heads = lambda t: t.reshape(B, T, h, hd).transpose(1, 2)  # (B, h, T, hd)
+        heads = lambda t: t.reshape(t.shape[0], T, h, hd).transpose(1, 2)  # (B, h, T, hd)
         S = self._scores(name, q, k, heads)
         A = self._softmax(name, S)
         O = self._attend(name, A, v, heads, fan=d)
@@ -175,7 +209,10 @@ class TTFSViT:
         T = qv.shape[-2]
         self._syn(q, f"{name}.q", 4 * T)
         self._syn(k, f"{name}.k", 4 * T)
-        qk = self._product(f"{name}.qk", qv[..., :, None, :], kv[..., None, :, :])
+        qa, qb = (_lift(t, heads, qv) for t in (q.a, q.b))
+        ka, kb = (_lift(t, heads, kv) for t in (k.a, k.b))
+        qk = self._product(f"{name}.qk", (qv[..., :, None, :], qa[..., :, None, :], qb[..., :, None, :]),
+                           (kv[..., None, :, :], ka[..., None, :, :], kb[..., None, :, :]))
         for s, _, pname in qk:
             self._syn(s, pname, 2)                                   # to e_ij and to y_ij
         return sum(wgt * s.value() for s, wgt, _ in qk).sum(-1)
@@ -184,15 +221,19 @@ class TTFSViT:
         """Softmax over the last axis of the potential S: e = exp(S - m), L = log(sum_j e), y = exp(S - m - L)."""
         T = S.shape[-1]
         if self._calib and self._phase == "m":
-            # m per query row (the same for every key j, so the softmax is unchanged)
-            row = S.amax(dim=(0, S.dim() - 1))[..., None]
-            self._m_obs[name] = row if name not in self._m_obs else torch.maximum(self._m_obs[name], row)
+            # m per query row (the same for every key j, so the softmax is unchanged): the calibrated row
+            # maximum raised by `margin` of the row's width, so that S - m <= 0 for nearly every test image
+            row_hi = S.amax(dim=(0, S.dim() - 1))[..., None]
+            row_lo = S.amin(dim=(0, S.dim() - 1))[..., None]
+            o = self._m_obs.get(name)
+            self._m_obs[name] = (row_lo, row_hi) if o is None else (torch.minimum(o[0], row_lo), torch.maximum(o[1], row_hi))
         m = self.consts.get(name, 0.0)
-        e = self._emit(f"{name}.e", S - m, N.EXP)
+        # e = exp(S - m) and the probabilities lie in [0, 1]: fixed intervals, nothing to calibrate
+        e = self._emit(f"{name}.e", S - m, N.EXP, (0.0, 1.0))
         self._syn(e, f"{name}.e", 1)
         L = self._emit(f"{name}.L", e.value().sum(-1, keepdim=True), N.LOG)
         self._syn(L, f"{name}.L", T)
-        return self._emit(f"{name}.a", S - m - L.value(), N.EXP)
+        return self._emit(f"{name}.a", S - m - L.value(), N.EXP, (0.0, 1.0))
 
     def _attend(self, name: str, A: N.Spikes, v: N.Spikes, heads=lambda t: t, fan: int = 1) -> torch.Tensor:
         """AV: o_id = sum_j A_ij v_jd by quarter-square neurons per (i, j, d); returns the summed potential
@@ -201,7 +242,10 @@ class TTFSViT:
         T, hd = vv.shape[-2], vv.shape[-1]
         self._syn(A, f"{name}.a", 4 * hd)
         self._syn(v, f"{name}.v", 4 * T)
-        av = self._product(f"{name}.av", A.value()[..., None], vv[..., None, :, :])
+        Aa, Ab = (_lift(t, lambda u: u[0], A.t) for t in (A.a, A.b))
+        va, vb = (_lift(t, heads, vv) for t in (v.a, v.b))
+        av = self._product(f"{name}.av", (A.value()[..., None], Aa[..., None], Ab[..., None]),
+                           (vv[..., None, :, :], va[..., None, :, :], vb[..., None, :, :]))
         for s, _, pname in av:
             self._syn(s, pname, fan)
         return sum(wgt * s.value() for s, wgt, _ in av).sum(-2)
@@ -225,7 +269,8 @@ class TTFSViT:
             for s, fn in zip(g, N.SILU):
                 self._syn(s, f"{name}.{fn.name}", 4)
             self._syn(u, f"{name}.u", 4)
-            parts = self._product(f"{name}.gu", sum(s.value() for s in g), u.value())
+            ga, gb = _t(g[0].a) + _t(g[1].a), _t(g[0].b) + _t(g[1].b)
+            parts = self._product(f"{name}.gu", (sum(s.value() for s in g), ga, gb), (u.value(), _t(u.a), _t(u.b)))
             H = sum(wgt * s.value() for s, wgt, _ in parts)
             for s, _, pname in parts:
                 self._syn(s, pname, d)
