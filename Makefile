@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	# torch first and pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
+	# spikingjelly (ttfs's rate-coded baseline) without its declared torchvision/torchaudio: they would pull
+	# another torch build; the STA recipe imports neither
+	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
 	touch $(STAMP)
 
 install: $(STAMP) system-data
