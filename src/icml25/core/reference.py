@@ -32,6 +32,7 @@ def ref_dir(root: Path, scale: str) -> Path:
 
 
 def hashes(root: Path, study: str, scale: str) -> dict:
+    root = Path(root)
     cfg = icfg.result_config(icfg.effective(icfg.load_study(root, study), scale))
     return {"config_hash": icfg.config_hash(cfg),
             "code_hash": provenance.code_hash(study, root=root, exclude="figures*.py")}
