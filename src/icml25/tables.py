@@ -74,9 +74,12 @@ def check_claims(study: Study, agg, cfg: dict) -> list[dict]:
             res = claim.check(agg, cfg)
         except KeyError as exc:  # a needed row is absent (method or dataset disabled in config)
             res = ClaimResult("n.a.", f"missing result {exc}")
+        n_seeds = res.n_seeds
+        if n_seeds is None and res.verdict != "n.a." and len(agg):
+            n_seeds = int(agg["n"].max())  # a pooled number over the run set's seeds (no interval)
         out.append({"id": claim.id, "claim": claim.text, "paper": claim.paper, "ours": res.ours,
                     "verdict": res.verdict, "margin": res.margin, "unit": res.unit,
-                    "interval": list(res.interval) if res.interval else None, "n_seeds": res.n_seeds,
+                    "interval": list(res.interval) if res.interval else None, "n_seeds": n_seeds,
                     "interval_kind": evidence.INTERVAL_KIND if res.interval else ""})
     return out
 
@@ -87,7 +90,10 @@ def margin_text(c: dict) -> str:
 
 
 def seeds_text(c: dict) -> str:
-    return "–" if c.get("n_seeds") is None else str(c["n_seeds"])
+    """How many seeds the verdict rests on: paired (with an interval) or pooled into one number."""
+    if c.get("n_seeds") is None:
+        return "–"
+    return f"{c['n_seeds']} paired" if c.get("interval") else f"{c['n_seeds']} pooled"
 
 
 def verdict_counts(claims: list[dict]) -> dict[str, int]:

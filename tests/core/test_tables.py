@@ -53,7 +53,7 @@ def test_claim_verdicts_computed_from_numbers(tmp_path):
     files = _runs(tmp_path, {("a", 0): 0.1, ("b", 0): 0.9})
     tables.write_study_table(study, {"scale": "smoke"}, files, out / "x.csv", out / "x.md", out / "x.claims.json")
     md = (out / "x.md").read_text()
-    assert "| a beats b | 1 vs 0 | 0.10 vs 0.90 | – | – | fails |" in md
+    assert "| a beats b | 1 vs 0 | 0.10 vs 0.90 | – | 1 pooled | fails |" in md
 
 
 def test_claim_missing_rows_is_na(tmp_path):
@@ -92,10 +92,10 @@ def test_paired_margin_reaches_table_and_summary(tmp_path):
     c = pd.read_json(out / "x.claims.json").claims[0]
     assert c["verdict"] == "inconclusive" and c["n_seeds"] == 3
     assert c["margin"] == pytest.approx(0.2) and c["interval"][0] == pytest.approx(0.2 - 0.248414, abs=1e-5)
-    assert "| +0.2 acc [-0.0484, +0.448] | 3 | inconclusive |" in (out / "x.md").read_text()
+    assert "| +0.2 acc [-0.0484, +0.448] | 3 paired | inconclusive |" in (out / "x.md").read_text()
     tables.write_summary([out / "x.claims.json"], files, out / "summary.md", out / "m.parquet", "smoke")
     summary = (out / "summary.md").read_text()
-    assert "1 inconclusive" in summary and "| 3 | inconclusive |" in summary
+    assert "1 inconclusive" in summary and "| 3 paired | inconclusive |" in summary
 
 
 def test_summary_has_one_row_per_claim(tmp_path):
