@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 	# spikingjelly (ttfs's rate-coded baseline) without its declared torchvision/torchaudio: they would pull
 	# another torch build; the STA recipe imports neither
 	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
+	# deepinv (deal's check against the reference DEAL) likewise: its declared torchvision would replace torch
+	$(BIN)/pip install -q --no-deps deepinv==0.5.0 einops==0.8.2 natsort==8.4.0
 	touch $(STAMP)
 
 install: $(STAMP) system-data

@@ -1,0 +1,96 @@
+"""With identical weights at the paper's widths (channels [1, 4, 8, 128], 9x9 kernels), our DEAL's denoising
+inference matches `deepinv.models.DEAL` (deepinv's port of the official code), used here only as an
+inference oracle (its training path is broken in 0.5.0)."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from unittest import mock
+
+import pytest
+import torch
+
+from icml25.studies.deal.deal_model import DEAL
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = mock.MagicMock(name=f"{self.__name__}.{name}")
+        setattr(self, name, value)
+        return value
+
+
+class _TorchvisionStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """deepinv imports torchvision at import time; the CPU torch 2.13 here has no working torchvision, and
+    the DEAL model never calls it, so a stub module stands in for the import only."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "torchvision" or name.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        m = _StubModule(spec.name)
+        m.__path__ = []
+        m.__version__ = "0.0"
+        return m
+
+    def exec_module(self, module):
+        pass
+
+
+@pytest.fixture(scope="module")
+def deepinv():
+    try:
+        import torchvision  # noqa: F401
+        stub = None
+    except Exception:
+        for k in [k for k in sys.modules if k == "torchvision" or k.startswith("torchvision.")]:
+            del sys.modules[k]
+        stub = _TorchvisionStub()
+        sys.meta_path.insert(0, stub)
+    try:
+        dinv = pytest.importorskip("deepinv")
+        yield dinv
+    finally:
+        if stub is not None:
+            sys.meta_path.remove(stub)
+
+
+def _copy_weights(ours: DEAL, impl) -> None:
+    sd = {}
+    for mc in ("W1", "M1"):
+        for j, w in enumerate(getattr(ours, mc).weights):
+            key = f"{mc}.conv_layers.{j}." + ("parametrizations.weight.original" if j == 0 else "weight")
+            sd[key] = w.detach().clone()
+    for name in ("M2.weight", "M3.weight"):
+        sd[name] = ours.state_dict()[name].clone()
+    for sp in ("spline1", "spline2", "spline3", "spline_lambda", "spline_scaling"):
+        sd[f"{sp}.coefficients"] = getattr(ours, sp).coefficients.detach().clone()
+    missing, unexpected = impl.load_state_dict(sd, strict=False)
+    assert not unexpected
+    assert all(not k.endswith(("weight", "original", "coefficients")) for k in missing), missing
+
+
+def test_inference_matches_deepinv_deal(deepinv):
+    torch.manual_seed(0)
+    ours = DEAL([1, 4, 8, 128], 9)
+    with torch.no_grad():  # splines off their initialisation, so the test sees them
+        for name, p in ours.named_parameters():
+            if "spline" in name:
+                p.add_(0.05 * torch.randn_like(p))
+    oracle = deepinv.models.DEAL(pretrained=None, device="cpu", clamp_output=False, inner_iter=200, outer_iter=8)
+    _copy_weights(ours, oracle.model)
+    oracle.model.eval()
+    g = torch.Generator().manual_seed(1)
+    clean = torch.rand(2, 1, 24, 24, generator=g)
+    y = clean + 25 / 255 * torch.randn(clean.shape, generator=g)
+    with torch.no_grad():
+        ref = oracle(y, sigma=25 / 255)  # deepinv takes sigma in [0, 1] units
+        got = ours.denoise(y, 25.0, n_out=8, n_in=200, eps_in=1e-12, eps_out=1e-5)
+    assert float((got - y).abs().max()) > 1e-2  # it does denoise
+    assert float((got - ref).abs().max()) < 1e-4
