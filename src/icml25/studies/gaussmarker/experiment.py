@@ -208,7 +208,12 @@ def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_d
 
     t0 = time.process_time()
     pipe = diffusion.load(Path(base_dir), cfg)
-    shape = pipe.latent_shape
+    shape = tuple(pipe.latent_shape)
+    if shape != tuple(cfg["latent_shape"]):
+        from icml25.core.errors import UserError
+
+        raise UserError(f"gaussmarker: latent_shape {cfg['latent_shape']} in the config, but the generator's latent "
+                        f"is {list(shape)}; set latent_shape to match (the GNR is trained at that shape)")
     gs, tr = watermarks(cfg, shape, seed)
     model = _load_gnr(base_dir, cfg, seed, shape[0]) if method in GNR_METHODS else None
     det = cfg["detect"]

@@ -127,6 +127,10 @@ def train(m: np.ndarray, cfg: dict, seed: int, log_every: int = 250):
     mt = torch.from_numpy(np.asarray(m)).float()
     model = GNR(mt.shape[0], int(cfg["nf"]))
     opt = torch.optim.Adam(model.parameters(), lr=float(cfg["lr"]))
+    # the official run keeps lr 1e-4 for 50k steps; a short CPU budget needs a larger lr, decayed (cosine) so the
+    # last steps settle on the identity of the negatives as well as the restoration of the positives
+    sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, int(cfg["steps"])) if cfg.get("cosine", False)
+             else None)
     crit = nn.BCEWithLogitsLoss()
     log = []
     model.train()
@@ -136,6 +140,8 @@ def train(m: np.ndarray, cfg: dict, seed: int, log_every: int = 250):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
         if step % log_every == 0 or step == int(cfg["steps"]) - 1:
             log.append((step, loss.item()))
     model.eval()

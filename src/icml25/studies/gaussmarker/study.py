@@ -254,7 +254,7 @@ STUDY = Study(
     stand_ins={
         "smoke": "a 16x16 pixel DDPM fitted for a few steps, 4-step DDIM, 8 test pairs, a few-step GNR; numbers "
                  "meaningless.",
-        "mini": "a 0.65M-parameter pixel-space diffusers UNet2DModel (3x16x16, the 'latent' is the pixel tensor) "
+        "mini": "a 0.16M-parameter pixel-space diffusers UNet2DModel (block channels 16, 32) (3x16x16, the 'latent' is the pixel tensor) "
                 "trained in the pipeline on random 16x16 crops of the images bundled in scikit-image and "
                 "scikit-learn, 20-step DDIM sampling and DDIMInverseScheduler inversion, instead of Stable Diffusion "
                 "with DPM-Solver; GS 2x2 tiling (192 bits, 4 copies), TR radius 2 on the last channel, GNR nf=8; "
