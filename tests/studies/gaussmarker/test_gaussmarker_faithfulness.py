@@ -44,10 +44,12 @@ def test_encryption_round_trip_and_lossless_sampling():
     # each latent's 768 coordinates look N(0, 1)
     p = np.array([stats.kstest(v.ravel(), "norm").pvalue for v in z])
     assert (p > 0.01).mean() >= 0.9
-    # a wrong key decodes to chance: 0.5 within 3 binomial sigmas of the mean over 64 latents
-    other = GaussianShading.from_seed(SHAPE, FACTORS, 1)
-    acc = other.bit_accuracy((z > 0).astype(np.uint8)).mean()
-    assert abs(acc - 0.5) <= 3 * np.sqrt(0.25 / (other.k * 64))
+    # a wrong key decodes to chance: 0.5 within 3 binomial sigmas over the k bits (every latent of one key has
+    # the same signs, so they are one draw, not 64)
+    for seed in (1, 2, 4):
+        other = GaussianShading.from_seed(SHAPE, FACTORS, seed)
+        acc = other.bit_accuracy((z > 0).astype(np.uint8)).mean()
+        assert abs(acc - 0.5) <= 3 * np.sqrt(0.25 / other.k)
 
 
 def test_vote_breaks_ties_to_zero_and_corrects_minority_errors():
@@ -63,7 +65,7 @@ def test_tree_ring_writes_the_disk_and_its_distance_separates():
     tr = TreeRing.build(SHAPE, 2, -1)
     assert tr.channel == 2 and int(tr.mask.sum()) == int(circle_mask(16, 2).sum()) and not tr.mask[:2].any()
     rings = tr.pattern[2][tr.mask[2]]
-    assert len(torch.unique(rings)) <= 3  # concentric constant rings: radius 0-1 and 2 (centre shares ring 1)
+    assert len(np.unique(rings.numpy())) <= 3  # concentric constant rings: radius 0-1 and 2 (centre shares ring 1)
     z = torch.randn(32, *SHAPE, generator=torch.Generator().manual_seed(0))
     zw = tr.inject(z)
     assert torch.allclose(zw[:, :2], z[:, :2], atol=1e-5)  # only the ring's channel changes
@@ -78,15 +80,16 @@ def test_tree_ring_writes_the_disk_and_its_distance_separates():
 
 @pytest.fixture(scope="module")
 def tiny_ddim(tmp_path_factory):
-    """A real diffusers UNet2DModel fitted briefly, saved with save_pretrained, loaded through PixelDDIM."""
+    """A real diffusers UNet2DModel fitted briefly, saved with save_pretrained, loaded through PixelDDIM. 50 DDIM
+    steps (the mini uses 20; its clean-row bit accuracy is the trained model's round trip at that budget)."""
     from icml25.studies.gaussmarker import data, diffusion
 
     out = tmp_path_factory.mktemp("ddim")
     imgs = [data.rescale(v, 32) for v in data.bundled_images(["astronaut", "coffee", "chelsea"]).values()]
     cfg = {"model": {"channels": [16, 32], "layers_per_block": 1, "norm_groups": 8, "lr": 2e-3, "batch_size": 32,
-                     "steps": 30}}
+                     "steps": 60}}
     diffusion.fit_ddpm(data.crops(imgs, 512, 16, 0), cfg, 0, out)
-    return diffusion.PixelDDIM(out, steps=20)
+    return diffusion.PixelDDIM(out, steps=50)
 
 
 def test_clean_round_trip_through_ddim_inversion(tiny_ddim):
@@ -100,9 +103,9 @@ def test_clean_round_trip_through_ddim_inversion(tiny_ddim):
     inv_c = pipe.invert(D.to_tensor(X.generate(pipe, z_clean, None)))
     acc_w, acc_c = gs.bit_accuracy((inv_w > 0).numpy()), gs.bit_accuracy((inv_c > 0).numpy())
     assert acc_w.mean() >= 0.9
-    assert abs(acc_c.mean() - 0.5) <= 3 * np.sqrt(0.25 / (gs.k * n))
+    assert abs(acc_c.mean() - 0.5) <= 3 * np.sqrt(0.25 / gs.k)  # 3 binomial sigmas over the k bits
     wrong = GaussianShading.from_seed(SHAPE, FACTORS, 5).bit_accuracy((inv_w > 0).numpy())
-    assert abs(wrong.mean() - 0.5) <= 3 * np.sqrt(0.25 / (gs.k * n))
+    assert abs(wrong.mean() - 0.5) <= 3 * np.sqrt(0.25 / gs.k)
     assert M.auc(-tr.distance(inv_w), -tr.distance(inv_c)) >= 0.99
 
 
