@@ -57,6 +57,7 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
                 ax.plot([0, 1], [0, 1], ls=":", color="grey", gid=F.REFERENCE, label="chance")
                 F.reference(ax, 0.01, label="FPR = 1%", color="grey", axis="v")
                 ax.set_xscale("symlog", linthresh=0.01)
+                ax.set_xlim(0, 1)
                 F._finish(ax, "false positive rate", "true positive rate", d)
                 F._expect(ax, drawn, "lines")
             F.legend(fig)
