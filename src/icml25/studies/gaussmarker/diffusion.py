@@ -78,7 +78,10 @@ class StableDiffusion:
                                                             safety_checker=None, requires_safety_checker=False)
         self.pipe = self.pipe.to(self.device)
         self.pipe.set_progress_bar_config(disable=True)
-        self.inverse = DDIMInverseScheduler.from_config(self.pipe.scheduler.config)
+        # DDIMInverseScheduler has no 'linspace' spacing (DPM-Solver's default): invert on 'leading' steps then
+        spacing = self.pipe.scheduler.config.get("timestep_spacing", "leading")
+        self.inverse = DDIMInverseScheduler.from_config(
+            self.pipe.scheduler.config, timestep_spacing=spacing if spacing in ("leading", "trailing") else "leading")
         self.steps, self.inversion_steps, self.guidance = int(steps), int(inversion_steps), float(guidance)
         self.resolution, self.dtype, self.batch_size = int(resolution), dt, int(batch_size)
         f = 2 ** (len(self.pipe.vae.config.block_out_channels) - 1)
