@@ -5,8 +5,7 @@ it started and cancels any job left in the queue. Checked: the jobs really went 
 job-completion log, JobCompType=jobcomp/filetxt), and the tables equal those of a local run with the
 same seeds (timing columns excepted). Once more through profiles/cluster-generic (plain sbatch).
 
-Studies: the first two of config/config.yaml's `studies` (only `sand` exists today; the second is
-picked up when it lands), or ICML25_CLUSTER_STUDIES=a,b.
+Studies: those of the shared local smoke tree (conftest.SMOKE_TREE_STUDIES), or ICML25_CLUSTER_STUDIES=a,b.
 """
 import json
 import os
@@ -70,8 +69,9 @@ def slurm():
 def smoke_studies() -> list[str]:
     if os.environ.get("ICML25_CLUSTER_STUDIES"):
         return os.environ["ICML25_CLUSTER_STUDIES"].split(",")
-    studies = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["studies"]
-    return [s for s in studies if (REPO / "config" / "studies" / f"{s}.yaml").exists()][:2]
+    from conftest import SMOKE_TREE_STUDIES
+
+    return list(SMOKE_TREE_STUDIES)  # the studies of the local smoke tree the SLURM tables are compared with
 
 
 def _config(studies) -> list[str]:
