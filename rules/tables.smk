@@ -22,6 +22,8 @@ rule table:
         caption="results/{scale}/tables/{study}.caption.rst",
     params:
         trigger=run_params,
+    benchmark:
+        bench("table")
     log:
         "logs/table/{scale}/{study}.log",
     threads: 1
@@ -41,6 +43,8 @@ rule track:
         "results/{scale}/{study}/mlflow_runs.json",
     params:
         uri=config["tracking_uri"],
+    benchmark:
+        bench("track")
     log:
         "logs/track/{scale}/{study}.log",
     threads: 1
@@ -61,6 +65,8 @@ rule summary:
         parquet="results/{scale}/metrics.parquet",
     params:
         studies=" ".join(config["studies"]),
+    benchmark:
+        "benchmarks/{scale}/summary.tsv"
     log:
         "logs/summary/{scale}.log",
     threads: 1
