@@ -29,6 +29,14 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
+def smoke_tree_workflow(dest: Path) -> Path:
+    """A copy of the workflow whose config enables only the shared smoke tree's studies."""
+    root = copy_workflow(dest)
+    cfg = root / "config" / "config.yaml"
+    cfg.write_text(re.sub(r"(?m)^studies: \[[^\]]*\]", f"studies: [{', '.join(SMOKE_TREE_STUDIES)}]", cfg.read_text()))
+    return root
+
+
 def git_init(path: Path) -> None:
     run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)
     run("init", "-q")
@@ -54,9 +62,7 @@ def smoke_tree(tmp_path_factory) -> Path:
     """The whole DAG at smoke scale, run once through the real snakemake CLI (shared by tests), on the
     two studies the shared-machinery tests use (each study's own smoke run is in its own tests and the
     contract suite: CI time must not grow with every study here)."""
-    root = copy_workflow(tmp_path_factory.mktemp("smoke") / "wf")
-    cfg = root / "config" / "config.yaml"
-    cfg.write_text(re.sub(r"(?m)^studies: \[[^\]]*\]", f"studies: [{', '.join(SMOKE_TREE_STUDIES)}]", cfg.read_text()))
+    root = smoke_tree_workflow(tmp_path_factory.mktemp("smoke") / "wf")
     git_init(root)
     snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
     return root

@@ -28,7 +28,9 @@ def _results(run_dir: Path) -> dict:
 
 
 def test_sigkill_mid_run_resumes_to_the_same_tables(tmp_path, smoke_tree):
-    root = copy_workflow(tmp_path / "wf")
+    from conftest import smoke_tree_workflow
+
+    root = smoke_tree_workflow(tmp_path / "wf")  # the smoke tree's studies, to compare with it
     git_init(root)
     exe = str(Path(sys.executable).with_name("snakemake"))
     t0 = time.time()
