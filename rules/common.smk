@@ -122,3 +122,25 @@ def all_targets(scale):
 def cli(stage):
     """The shell command of a per-study stage (placeholders are filled by Snakemake)."""
     return f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"
+
+
+# Budget sweeps (rules/sweep.smk): the studies that declare knobs at a scale and each factor's tables.
+def sweep_studies(scale):
+    have = [s for s in config["studies"] if (study_raw(s)["scales"].get(scale) or {}).get("sweep")]
+    if not have:
+        raise WorkflowError(
+            f"no configured study declares a budget knob at scale '{scale}' (studies: {', '.join(config['studies'])}); "
+            f"add scales.{scale}.sweep.knobs to config/studies/<study>.yaml")
+    return have
+
+
+def sweep_inputs(wc):
+    out = []
+    for s in sweep_studies(wc.scale):
+        spec = icfg.sweep_spec(study_raw(s), wc.scale)
+        for f in sorted(set(spec["factors"])):
+            sc = wc.scale if int(f) == 1 else f"{wc.scale}-x{int(f)}"
+            out.append(f"results/{sc}/tables/{s}.claims.json")
+            if config.get("tracking", True):
+                out.append(f"results/{sc}/{s}/mlflow_runs.json")
+    return out

@@ -3,27 +3,6 @@
 # writes results/<scale>/sweeps/. `snakemake all` never runs it.
 
 
-def sweep_studies(scale):
-    have = [s for s in config["studies"] if (study_raw(s)["scales"].get(scale) or {}).get("sweep")]
-    if not have:
-        raise WorkflowError(
-            f"no configured study declares a budget knob at scale '{scale}' (studies: {', '.join(config['studies'])}); "
-            f"add scales.{scale}.sweep.knobs to config/studies/<study>.yaml")
-    return have
-
-
-def sweep_inputs(wc):
-    out = []
-    for s in sweep_studies(wc.scale):
-        spec = icfg.sweep_spec(study_raw(s), wc.scale)
-        for f in sorted(set(spec["factors"])):
-            sc = wc.scale if int(f) == 1 else f"{wc.scale}-x{int(f)}"
-            out.append(f"results/{sc}/tables/{s}.claims.json")
-            if config.get("tracking", True):
-                out.append(f"results/{sc}/{s}/mlflow_runs.json")
-    return out
-
-
 rule sweep_tables:
     input:
         sweep_inputs,
