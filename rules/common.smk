@@ -6,6 +6,7 @@ from snakemake.utils import validate
 
 from icml25.core import config as icfg
 from icml25.core import provenance
+from icml25.core import sweep as icsweep
 
 # `--config tracking=false` arrives as a string
 if isinstance(config.get("tracking"), str):
@@ -137,9 +138,7 @@ def sweep_studies(scale):
 def sweep_inputs(wc):
     out = []
     for s in sweep_studies(wc.scale):
-        spec = icfg.sweep_spec(study_raw(s), wc.scale)
-        for f in sorted(set(spec["factors"])):
-            sc = wc.scale if int(f) == 1 else f"{wc.scale}-x{int(f)}"
+        for _, sc in icsweep.scales(study_raw(s), wc.scale):
             out.append(f"results/{sc}/tables/{s}.claims.json")
             if config.get("tracking", True):
                 out.append(f"results/{sc}/{s}/mlflow_runs.json")
