@@ -1,14 +1,21 @@
 # Two commands set everything up on a fresh machine (Python 3.11 + pip):
 #   make run    # venv + install + `snakemake all` (mini scale)
 #   make test   # venv + install + the test suite (what .ci/run calls)
+#   make bench  # results/$(SCALE)/benchmark.md|csv|png from the last run's Snakemake benchmark files
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 2
+SCALE ?= mini
+# The cluster executor plugins (pyproject's `cluster` extra) stay out of the venv: Snakemake loads every
+# installed plugin at each start, and the SLURM one runs `scontrol show config`, which stalls every
+# Snakemake call ~10 s where SLURM tools exist but no controller answers (e.g. after the SLURM tests).
+# `make install` puts them here for the cluster tests only; `make install-cluster` puts them in the venv.
+PLUGINS := $(VENV)/cluster-plugins
 # Rules call the `icml25` CLI: the venv's bin must be on PATH for every Snakemake run, not only its python.
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: run test install system-data system-browser pull report reference verify clean
+.PHONY: run test install install-cluster bench system-data system-browser pull report reference verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -21,9 +28,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
 	# deepinv (deal's check against the reference DEAL) likewise: its declared torchvision would replace torch
 	$(BIN)/pip install -q --no-deps deepinv==0.5.0 einops==0.8.2 natsort==8.4.0
+	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
 install: $(STAMP) system-data
+
+# For runs on a cluster (profiles/slurm, profiles/cluster-generic): the plugins into the venv, kept there
+# by later installs (the .cluster mark).
+install-cluster: $(STAMP)
+	$(BIN)/pip install -q -e '.[cluster,auth]'
+	touch $(VENV)/.cluster
 
 # Real Fashion-MNIST ships in Debian's dataset-fashion-mnist; elsewhere the download stage fetches the
 # official files (md5-verified).
@@ -72,8 +86,12 @@ verify: install
 pull: install
 	$(WITH_VENV) $(BIN)/dvc pull && $(WITH_VENV) $(BIN)/snakemake data --touch --cores 1
 
+# Per study: jobs, CPU s by rule, critical path, peak RSS, start-up share (src/icml25/bench.py).
+bench: install
+	$(WITH_VENV) $(BIN)/icml25 bench --scale $(SCALE)
+
 report: install
 	$(WITH_VENV) $(BIN)/snakemake all --report report.html
 
 clean:
-	rm -rf results logs .snakemake mlflow.db mlflow.db.lock mlartifacts
+	rm -rf results logs benchmarks .snakemake mlflow.db mlflow.db.lock mlartifacts

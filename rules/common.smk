@@ -120,6 +120,13 @@ def all_targets(scale):
     return out
 
 
+def bench(rule_name, run=False):
+    """Snakemake's benchmark file of a per-study job (wall s, CPU s, max RSS, I/O), read by
+    `icml25 bench`: benchmarks/<scale>/<rule>/<study>[/<method>/seed<seed>].tsv."""
+    job = "{study}/{method}/seed{seed}" if run else "{study}"
+    return f"benchmarks/{{scale}}/{rule_name}/{job}.tsv"
+
+
 def cli(stage):
     """The shell command of a per-study stage (placeholders are filled by Snakemake)."""
     return f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"

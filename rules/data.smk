@@ -12,6 +12,8 @@ rule download:
         "data/raw/{scale}/{study}/MANIFEST.json",
     params:
         trigger=data_params,
+    benchmark:
+        bench("download")
     log:
         "logs/download/{scale}/{study}.log",
     threads: THREADS
@@ -32,6 +34,8 @@ rule preprocess:
         "data/processed/{scale}/{study}/MANIFEST.json",
     params:
         trigger=data_params,
+    benchmark:
+        bench("preprocess")
     log:
         "logs/preprocess/{scale}/{study}.log",
     threads: THREADS

@@ -10,6 +10,8 @@ rule evaluate:
         "results/{scale}/{study}/{method}/seed{seed}/metrics.json",
     params:
         trigger=run_params,
+    benchmark:
+        bench("evaluate", run=True)
     log:
         "logs/evaluate/{scale}/{study}/{method}/seed{seed}.log",
     threads: threads_for("evaluate")

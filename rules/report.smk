@@ -26,6 +26,8 @@ rule figures:
         ),
     params:
         trigger=figure_params,
+    benchmark:
+        bench("figures")
     log:
         "logs/figures/{scale}/{study}.log",
     threads: 1

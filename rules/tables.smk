@@ -22,6 +22,8 @@ rule table:
         caption="results/{scale}/tables/{study}.caption.rst",
     params:
         trigger=run_params,
+    benchmark:
+        bench("table")
     log:
         "logs/table/{scale}/{study}.log",
     threads: 1
@@ -43,6 +45,8 @@ rule track:
         uri=config["tracking_uri"],
         # the path of the login file of a server with a login; the secret itself never reaches argv
         creds=f"--tracking-credentials '{config['tracking_credentials']}'" if config.get("tracking_credentials") else "",
+    benchmark:
+        bench("track")
     log:
         "logs/track/{scale}/{study}.log",
     threads: 1
@@ -63,6 +67,8 @@ rule summary:
         parquet="results/{scale}/metrics.parquet",
     params:
         studies=" ".join(config["studies"]),
+    benchmark:
+        "benchmarks/{scale}/summary.tsv"
     log:
         "logs/summary/{scale}.log",
     threads: 1

@@ -8,6 +8,8 @@ rule fit_base:
         "results/{scale}/{study}/base/MANIFEST.json",
     params:
         trigger=run_params,
+    benchmark:
+        bench("fit_base")
     log:
         "logs/fit_base/{scale}/{study}.log",
     threads: threads_for("fit_base")
@@ -29,6 +31,8 @@ rule train:
         "results/{scale}/{study}/{method}/seed{seed}/train.json",
     params:
         trigger=run_params,
+    benchmark:
+        bench("train", run=True)
     log:
         "logs/train/{scale}/{study}/{method}/seed{seed}.log",
     threads: threads_for("train")

@@ -44,12 +44,41 @@ def git_init(path: Path) -> None:
     run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture")
 
 
-def snakemake(cwd: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+def snakemake(cwd: Path, *args: str, check: bool = True, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = Path(sys.executable).with_name("snakemake")
-    proc = subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def cluster_plugins() -> Path | None:
+    """Where the cluster executor plugins are: None when they are importable already (installed in this
+    venv, e.g. by `make install-cluster`), else the side directory `make install` fills
+    (scripts/cluster/plugins.py: $ICML25_CLUSTER_PLUGINS or <venv>/cluster-plugins). Raises pytest's skip
+    when neither has them."""
+    import importlib.util
+
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None:
+        return None
+    side = Path(os.environ.get("ICML25_CLUSTER_PLUGINS", Path(sys.prefix) / "cluster-plugins"))
+    if not (side / "snakemake_executor_plugin_slurm").is_dir():
+        pytest.skip(f"no cluster executor plugins in this venv or in {side} (`make install` puts them there)",
+                    allow_module_level=True)
+    return side
+
+
+def cluster_env() -> dict:
+    """os.environ plus the cluster plugins on PYTHONPATH (for the Snakemake runs of the cluster tests, and
+    through sbatch's exported environment for their SLURM jobs); also importable in this process. Only
+    these runs see the plugins: the default venv has none, so other Snakemake calls never run scontrol."""
+    env = dict(os.environ)
+    side = cluster_plugins()
+    if side is not None:
+        if str(side) not in sys.path:
+            sys.path.insert(0, str(side))
+        env["PYTHONPATH"] = os.pathsep.join([str(side)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 from .core.errors import UserError
 
 STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list",
-          "reference", "verify", "sweep")
+          "reference", "verify", "sweep", "noop", "bench")
 
 
 class Ctx:
@@ -278,6 +278,20 @@ def cmd_list(ctx: Ctx, a) -> None:
         print(f"{name}: {study.paper.title}\n  methods: {', '.join(cfg['methods'])}; seeds ({ctx.scale}): {cfg['seeds']}")
 
 
+def cmd_noop(ctx: Ctx, a) -> None:
+    """An empty job: what every stage does before its work (arguments, configs, the study's import and
+    validation). `icml25 bench` times it to put the start-up cost beside each study's CPU."""
+    ctx.study(a.study)
+
+
+def cmd_bench(ctx: Ctx, a) -> None:
+    """results/<scale>/benchmark.csv|md|png from Snakemake's benchmark files (benchmarks/<scale>/)."""
+    from . import bench
+
+    out = bench.write(ctx.root, ctx.scale)
+    print(f"benchmark of {len(out['studies'])} studies: {out['md']}")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="icml25", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="stage", required=True)
@@ -286,7 +300,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--root", default=".", help="repository root (default: current directory)")
         s.add_argument("--scale", choices=None, help="smoke | mini | full (default: config/config.yaml)")
         s.add_argument("--threads", type=int, help="torch/BLAS threads (default: config/config.yaml)")
-        if stage in ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track"):
+        if stage in ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "noop"):
             s.add_argument("--study", required=True)
         if stage in ("train", "evaluate"):
             s.add_argument("--method", required=True)

@@ -6,12 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, snakemake
+from conftest import REPO, cluster_env, copy_workflow, snakemake
 
-pytest.importorskip(
-    "snakemake_executor_plugin_slurm",
-    reason="snakemake-executor-plugin-slurm is not installed (pip install snakemake-executor-plugin-slurm==2.8.0)",
-)
+# The plugins are not in the default venv (see scripts/cluster/plugins.py): only these runs load them.
+CLUSTER_ENV = cluster_env()
 
 _RULE = re.compile(r"^\s*(?:local)?rule (\w+):$")
 _FIELD = re.compile(r"^\s+(wildcards|resources): (.*)$")
@@ -19,7 +17,7 @@ _FIELD = re.compile(r"^\s+(wildcards|resources): (.*)$")
 
 def dry_run_jobs(root: Path, *args: str) -> list[dict]:
     """Jobs of `snakemake -n` as dicts: rule, wildcards, resources (values as strings)."""
-    out = snakemake(root, *args, "-n").stdout
+    out = snakemake(root, *args, "-n", env=CLUSTER_ENV).stdout
     jobs = []
     for line in out.splitlines():  # group jobs print their member rules indented
         if m := _RULE.match(line):

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, git_init, snakemake
+from conftest import REPO, cluster_env, copy_workflow, git_init, snakemake
 
 pytestmark = pytest.mark.slow
 SCRIPTS = REPO / "scripts" / "cluster"
@@ -45,8 +45,7 @@ def slurm():
         pytest.skip("the local SLURM cluster needs root (installs slurm-wlm/munge, starts daemons)")
     if not shutil.which("slurmctld") and not shutil.which("apt-get"):
         pytest.skip("slurm-wlm is not installed and apt-get is unavailable to install it")
-    pytest.importorskip("snakemake_executor_plugin_slurm",
-                        reason="pip install snakemake-executor-plugin-slurm==2.8.0")
+    cluster_env()  # skips without the cluster plugins (not in the default venv: scripts/cluster/plugins.py)
     was_up = shutil.which("scontrol") and _run("scontrol", "ping").returncode == 0
     proc = _run(SCRIPTS / "setup_local_slurm.sh", timeout=600)
     if proc.returncode == 2:
@@ -108,7 +107,8 @@ def slurm_run(slurm, tmp_path_factory):
     root = copy_workflow(tmp_path_factory.mktemp("slurm") / "wf")
     git_init(root)
     t0 = time.time()
-    proc = snakemake(root, "all", "--profile", "profiles/slurm", *_config(studies), *FAST, timeout=1500)
+    proc = snakemake(root, "all", "--profile", "profiles/slurm", *_config(studies), *FAST, timeout=1500,
+                     env=cluster_env())
     wall = time.time() - t0
     log = proc.stdout + proc.stderr
     run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
@@ -169,7 +169,8 @@ def test_cluster_generic_profile_submits_with_sbatch(slurm, local_reference, tmp
     git_init(root)
     before = {r["JobId"] for r in _jobcomp(slurm)}
     proc = snakemake(root, target, "--profile", "profiles/cluster-generic", *_config([study]),
-                     "--seconds-between-status-checks", "2", "--latency-wait", "5", timeout=900)
+                     "--seconds-between-status-checks", "2", "--latency-wait", "5", timeout=900,
+                     env=cluster_env())
     ids = re.findall(r"with external jobid '(\d+)'", proc.stdout + proc.stderr)
     assert len(ids) == 4, ids  # download, preprocess, train, evaluate
     rec = {r["JobId"]: r for r in _jobcomp(slurm) if r["JobId"] not in before}
