@@ -126,12 +126,16 @@ def test_bench_table_builds_from_the_runs_benchmark_files(tree):
     assert (out / "benchmark.png").stat().st_size > 1000
 
 
+# argv[1]: comma-separated modules that must not be imported; the rest: the CLI's arguments
 _PROBE = """import json, sys
 import icml25.cli as cli
-rc = cli.main(sys.argv[1:])
-heavy = sorted(m for m in ("torch", "transformers", "gymnasium", "neuralop") if m in sys.modules)
+rc = cli.main(sys.argv[2:])
+heavy = sorted(m for m in sys.argv[1].split(",") if m in sys.modules)
 print(json.dumps({"rc": rc, "heavy": heavy}))
 """
+TORCH = "torch,transformers,gymnasium,neuralop"
+# what an empty job needs none of (each costs ~0.5-3 CPU s per job; a study imports them where used)
+HEAVY = TORCH + ",scipy,sklearn,pandas,matplotlib,mlflow"
 
 
 @pytest.mark.parametrize("stage", [["table", "--study", STUDY], ["summary", "--studies", STUDY],
@@ -140,7 +144,7 @@ def test_light_stage_does_not_import_torch(tree, tmp_path, stage):
     # in a copy: rewriting the tree's tables would leave its summary out of date for the dry-run test
     root = tmp_path / "wf"
     shutil.copytree(tree, root, symlinks=True)
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *stage, "--scale", "smoke"], cwd=root,
+    proc = subprocess.run([sys.executable, "-c", _PROBE, TORCH, *stage, "--scale", "smoke"], cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -149,11 +153,11 @@ def test_light_stage_does_not_import_torch(tree, tmp_path, stage):
 
 def test_empty_job_of_every_study_does_not_import_torch():
     """`icml25 noop` (arguments, configs, the study's import and validation: what every stage does first)
-    stays light for every registered study, so no light stage inherits torch from a study's module."""
+    stays light for every registered study, so no stage inherits torch or scipy from a study's module."""
     from icml25.core import registry
 
     for study in registry.available():
-        proc = subprocess.run([sys.executable, "-c", _PROBE, "noop", "--study", study, "--scale", "mini",
+        proc = subprocess.run([sys.executable, "-c", _PROBE, HEAVY, "noop", "--study", study, "--scale", "mini",
                                "--root", str(REPO)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"rc": 0, "heavy": []}, study
