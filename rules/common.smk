@@ -127,9 +127,15 @@ def bench(rule_name, run=False):
     return f"benchmarks/{{scale}}/{rule_name}/{job}.tsv"
 
 
-def cli(stage):
-    """The shell command of a per-study stage (placeholders are filled by Snakemake)."""
-    return f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"
+def cli(stage, run=False):
+    """The shell command of a per-study stage (placeholders are filled by Snakemake). --cpu-record puts
+    the job's exact CPU (getrusage) beside its benchmark file: Snakemake only samples CPU (every 0.5 s,
+    then every 30 s) and misses what a job spends after its last sample (measured: 3.4 of 9.1 s)."""
+    job = "{wildcards.study}/{wildcards.method}/seed{wildcards.seed}" if run else "{wildcards.study}"
+    record = f"benchmarks/{{wildcards.scale}}/{stage.replace('-', '_')}/{job}.cpu.json"
+    run_args = " --method {wildcards.method} --seed {wildcards.seed}" if run else ""
+    return (f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"
+            f"{run_args} --cpu-record {record}")
 
 
 # Budget sweeps (rules/sweep.smk): the studies that declare knobs at a scale and each factor's tables.

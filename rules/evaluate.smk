@@ -22,4 +22,4 @@ rule evaluate:
     conda:
         ENV
     shell:
-        cli("evaluate") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"
+        cli("evaluate", run=True) + " > {log} 2>&1"

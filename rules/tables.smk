@@ -75,4 +75,5 @@ rule summary:
     conda:
         ENV
     shell:
-        "icml25 summary --scale {wildcards.scale} --studies {params.studies} > {log} 2>&1"
+        "icml25 summary --scale {wildcards.scale} --studies {params.studies}"
+        " --cpu-record benchmarks/{wildcards.scale}/summary.cpu.json > {log} 2>&1"

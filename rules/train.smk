@@ -43,4 +43,4 @@ rule train:
     conda:
         ENV
     shell:
-        cli("train") + " --method {wildcards.method} --seed {wildcards.seed} > {log} 2>&1"
+        cli("train", run=True) + " > {log} 2>&1"

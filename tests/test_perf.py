@@ -113,8 +113,10 @@ def test_bench_table_builds_from_the_runs_benchmark_files(tree):
     files = sorted((tree / "benchmarks" / "smoke").rglob("*.tsv"))
     assert (tree / "benchmarks" / "smoke" / "summary.tsv") in files  # the cross-study job, in no row
     assert row.jobs == _expected_jobs(tree) == len(files) - 1
-    rule_cols = [c for c in table.columns if c.startswith("cpu_s_")]
+    rule_cols = [f"cpu_s_{r}" for r in ("download", "preprocess", "fit_base", "train", "evaluate", "table",
+                                        "figures", "track")]
     assert row.cpu_s > 0 and abs(row.cpu_s - row[rule_cols].sum()) < 0.05
+    assert row.exact_jobs == row.jobs  # every CLI stage wrote its getrusage record beside its benchmark file
     assert row.cpu_s_train > 0 and row.cpu_s_evaluate > 0 and row.cpu_s_fit_base == 0
     walls = {f: float(pd.read_csv(f, sep="\t")["s"].iloc[-1]) for f in files}
     bench = tree / "benchmarks" / "smoke"

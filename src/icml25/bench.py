@@ -3,7 +3,9 @@
 Every rule declares `benchmark: benchmarks/<scale>/<rule>/<study>[/<method>/seed<seed>].tsv` (the
 cross-study summary job: benchmarks/<scale>/summary.tsv). This module reads them and writes
 results/<scale>/benchmark.csv|md (per study: job count, CPU s by rule, critical-path wall time, peak
-RSS, start-up share) and results/<scale>/benchmark.png (CPU-minutes per study stacked by rule).
+RSS, start-up share) and results/<scale>/benchmark.png (CPU-minutes per study stacked by rule). CPU s
+come from the record each CLI stage writes beside its benchmark file (`--cpu-record`, exact: see the
+comment at RECORD_SLACK_S) where there is one, else from Snakemake's sampled `cpu_time`.
 
 The start-up share is the CPU an empty job costs (`icml25 noop --study S`: parse arguments, load and
 validate the configs, import and validate the study, then exit), measured here in a subprocess, times
@@ -25,14 +27,31 @@ RULES = ("download", "preprocess", "fit_base", "train", "evaluate", "table", "fi
 # evaluate), then the table.
 CHAIN_HEAD = ("download", "preprocess", "fit_base")
 RUN_RULES = ("train", "evaluate")
-CAVEAT = ("Snakemake samples a job's processes every 0.5 s for its first ~15 s and every 30 s after "
-          "(snakemake/benchmark.py): CPU that a process spends after its last sample is not counted, "
-          "so CPU s are lower bounds, most for short jobs and for jobs with short-lived worker processes.")
+# Snakemake samples a job's processes (every 0.5 s for ~15 s, then every 30 s: snakemake/benchmark.py)
+# and keeps the CPU of the last sample, so it misses what a job spends after it (measured on a loaded
+# 2-core machine: 3.4 of a train job's 9.1 CPU s, 24 % of a study's). So the rules run each stage with
+# `--cpu-record <benchmark>.cpu.json`: the CLI runs the stage in a child and writes its exact CPU
+# (getrusage of the reaped child); Snakemake's file still gives wall s, max RSS and I/O.
+RECORD_SLACK_S = 300  # a record older than its .tsv by more than the job's wall s + this is stale
+
+
+def _recorded_cpu(tsv: Path, wall_s: float) -> float:
+    """The job's own CPU record beside its benchmark file, nan if absent or left by an earlier run."""
+    import json
+
+    rec = tsv.with_name(tsv.stem + ".cpu.json")
+    try:
+        if rec.stat().st_mtime < tsv.stat().st_mtime - (0 if math.isnan(wall_s) else wall_s) - RECORD_SLACK_S:
+            return math.nan
+        return float(json.loads(rec.read_text())["cpu_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return math.nan
 
 
 def read(bench_dir: Path):
     """One row per benchmark file: rule, study (None for the summary job), run ('method/seedN' or
-    None), wall_s, cpu_s, max_rss_mb, io_in_mb, io_out_mb, file."""
+    None), wall_s, cpu_s (the job's own record where there is one, else Snakemake's), cpu_s_sampled
+    (Snakemake's), cpu_exact (whether cpu_s is the job's record), max_rss_mb, io_in_mb, io_out_mb, file."""
     import pandas as pd
 
     rows = []
@@ -51,10 +70,13 @@ def read(bench_dir: Path):
             continue
         r = rec.iloc[-1]  # rules use no `repeat:`; a file holds one line
         num = lambda k: float(r[k]) if k in r and not pd.isna(r[k]) else math.nan
-        rows.append({"rule": rule, "study": study, "run": run, "wall_s": num("s"), "cpu_s": num("cpu_time"),
-                     "max_rss_mb": num("max_rss"), "io_in_mb": num("io_in"), "io_out_mb": num("io_out"),
-                     "file": str(f)})
-    cols = ["rule", "study", "run", "wall_s", "cpu_s", "max_rss_mb", "io_in_mb", "io_out_mb", "file"]
+        sampled, exact = num("cpu_time"), _recorded_cpu(f, num("s"))
+        rows.append({"rule": rule, "study": study, "run": run, "wall_s": num("s"),
+                     "cpu_s": sampled if math.isnan(exact) else exact, "cpu_s_sampled": sampled,
+                     "cpu_exact": not math.isnan(exact), "max_rss_mb": num("max_rss"),
+                     "io_in_mb": num("io_in"), "io_out_mb": num("io_out"), "file": str(f)})
+    cols = ["rule", "study", "run", "wall_s", "cpu_s", "cpu_s_sampled", "cpu_exact", "max_rss_mb", "io_in_mb",
+            "io_out_mb", "file"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -82,8 +104,13 @@ def child_cpu(cmd: list[str], repeat: int = 2) -> float:
 
 
 def startup_cpu(root: Path, scale: str, study: str, repeat: int = 2) -> float:
-    """CPU s of an empty job of `study`: what every job pays before its stage does any work."""
-    return child_cpu(_cli() + ["noop", "--root", str(root), "--scale", scale, "--study", study], repeat)
+    """CPU s of an empty job of `study`: what every job pays before its stage does any work (run as the
+    rules run a stage, with --cpu-record: its parent process is part of every job's cost)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return child_cpu(_cli() + ["noop", "--root", str(root), "--scale", scale, "--study", study,
+                                   "--cpu-record", str(Path(tmp) / "noop.cpu.json")], repeat)
 
 
 def _sum(g, rule: str) -> float:
@@ -92,8 +119,9 @@ def _sum(g, rule: str) -> float:
 
 
 def summarise(jobs, startup: dict[str, float]):
-    """One row per study from read()'s rows: jobs, cpu_s, cpu_s_<rule>, critical_path_s, wall_s_sum,
-    peak_rss_mb, startup_cpu_s (one empty job), startup_share (startup_cpu_s * jobs / cpu_s)."""
+    """One row per study from read()'s rows: jobs, cpu_s, cpu_s_<rule>, cpu_s_sampled (Snakemake's own
+    total), exact_jobs (jobs whose CPU is their own record), critical_path_s, wall_s_sum, peak_rss_mb,
+    startup_cpu_s (one empty job), startup_share (startup_cpu_s * jobs / cpu_s)."""
     import pandas as pd
 
     out = []
@@ -107,12 +135,13 @@ def summarise(jobs, startup: dict[str, float]):
         out.append({
             "study": study, "jobs": int(len(g)), "cpu_s": round(cpu, 2),
             **{f"cpu_s_{r}": round(float(by_rule.get(r, 0.0)), 2) for r in RULES},
+            "cpu_s_sampled": round(float(g.cpu_s_sampled.fillna(0).sum()), 2), "exact_jobs": int(g.cpu_exact.sum()),
             "critical_path_s": round(critical, 2), "wall_s_sum": round(float(g.wall_s.sum()), 2),
             "peak_rss_mb": round(float(g.max_rss_mb.max()), 1),
             "startup_cpu_s": round(s, 3),
             "startup_share": round(s * len(g) / cpu, 4) if cpu > 0 else math.nan,
         })
-    cols = (["study", "jobs", "cpu_s"] + [f"cpu_s_{r}" for r in RULES]
+    cols = (["study", "jobs", "cpu_s"] + [f"cpu_s_{r}" for r in RULES] + ["cpu_s_sampled", "exact_jobs"]
             + ["critical_path_s", "wall_s_sum", "peak_rss_mb", "startup_cpu_s", "startup_share"])
     return pd.DataFrame(out, columns=cols)
 
@@ -148,16 +177,19 @@ def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
         "",
         "\n".join(lines),
         "",
-        "- **CPU s**: user + system CPU of the job's processes; by rule in the next columns.",
+        f"- **CPU s**: user + system CPU of each job, by rule in the next columns: the job's own getrusage "
+        f"record (`<benchmark>.cpu.json`) for {int(table.exact_jobs.sum())} of {int(table.jobs.sum())} jobs, "
+        f"else Snakemake's sampled `cpu_time`. Snakemake's samples alone would give {table.cpu_s_sampled.sum():.1f} s "
+        f"in all instead of {table.cpu_s.sum():.1f} s: it samples every 0.5 s for ~15 s, then every 30 s, and "
+        "misses what a job spends after its last sample.",
         "- **critical path s**: wall s of download + preprocess + fit_base + the slowest (method, seed) run "
         "(train + evaluate) + table: the study's time with unlimited cores (at the load of the run).",
         "- **peak RSS MB**: the largest max RSS of any of the study's jobs.",
-        "- **start-up share**: the CPU of an empty job (`icml25 noop --study S`: arguments, configs, study "
-        "import; measured now, least of 2 runs) x jobs / CPU s. Per study: "
+        "- **start-up share**: the CPU of an empty job (`icml25 noop --study S --cpu-record ...`: arguments, "
+        "configs, study import, as the rules run it; measured now, least of 2 runs) x jobs / CPU s. Per study: "
         + ", ".join(f"{s} {c:.2f} s" for s, c in zip(table.study, table.startup_cpu_s)) + "."
         + (f" Stages that import torch pay {torch_cpu:.2f} CPU s more (`import torch` alone, measured now)."
            if not math.isnan(torch_cpu) else ""),
-        f"- {CAVEAT}",
     ]
     if len(summ):
         notes.append(f"- Cross-study summary job: {summ.wall_s.sum():.1f} s wall, {summ.cpu_s.sum():.1f} CPU s "
