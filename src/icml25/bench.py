@@ -218,8 +218,9 @@ def figure(table, scale: str, out_png: Path) -> None:
     ax.set_xlabel("study")
     ax.set_ylabel("CPU minutes")
     ax.set_title("CPU by rule")
-    ax2.bar(x, 100 * table.startup_share.to_numpy(dtype=float), width=0.7, color="#5b6e82",
-            label="start-up share")
+    # the palette colour after the rules', so that it is not mistaken for one of them
+    ax2.bar(x, 100 * table.startup_share.to_numpy(dtype=float), width=0.7,
+            color=F.PALETTE[len(RULES) % len(F.PALETTE)], label="start-up share")
     ax2.set_xticks(x)
     ax2.set_xticklabels(table.study, rotation=30, ha="right")
     ax2.set_xlabel("study")
