@@ -15,8 +15,7 @@ from PIL import Image, ImageEnhance, ImageFilter
 
 from icml25.core.errors import UserError
 
-KINDS = ("clean", "rotate", "crop_resize", "jpeg", "blur", "noise", "brightness", "median", "resize",
-         "random_crop", "random_drop", "salt_pepper")
+from .distortion_kinds import KINDS, check  # noqa: F401  (the light half: config validation)
 
 
 def to_uint8(x: torch.Tensor) -> np.ndarray:
@@ -92,17 +91,3 @@ def apply(spec: dict, imgs: np.ndarray, seed: int) -> np.ndarray:
             raise UserError(f"gaussmarker: unknown distortion kind '{kind}'; known: {', '.join(KINDS)}")
         out.append(np.asarray(img.convert("RGB"), dtype=np.uint8))
     return np.stack(out)
-
-
-def check(distortions: dict) -> None:
-    if not distortions:
-        raise UserError("gaussmarker: `distortions` must name at least one distortion (e.g. clean)")
-    need = {"rotate": "degrees", "crop_resize": "ratio", "jpeg": "quality", "blur": "radius", "median": "k",
-            "noise": "std", "brightness": "factor", "resize": "ratio", "random_crop": "ratio",
-            "random_drop": "ratio", "salt_pepper": "p"}
-    for name, spec in distortions.items():
-        kind = (spec or {}).get("kind")
-        if kind not in KINDS:
-            raise UserError(f"gaussmarker: distortion '{name}' has unknown kind {kind!r}; known: {', '.join(KINDS)}")
-        if kind in need and need[kind] not in spec:
-            raise UserError(f"gaussmarker: distortion '{name}' ({kind}) needs '{need[kind]}'")

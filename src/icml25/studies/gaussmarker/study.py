@@ -56,7 +56,7 @@ PAPER_NOTE = ("avg TPR@1%FPR 0.997 over the paper's 8 distortions x 3 SD version
 
 
 def validate(cfg: dict) -> None:
-    from .distortions import check
+    from .distortion_kinds import check
 
     check(cfg.get("distortions") or {})
     w = cfg["watermark"]
