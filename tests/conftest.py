@@ -59,9 +59,11 @@ def cluster_plugins() -> Path | None:
     when neither has them."""
     import importlib.util
 
+    side = Path(os.environ.get("ICML25_CLUSTER_PLUGINS", Path(sys.prefix) / "cluster-plugins"))
+    if str(side) in sys.path:  # an earlier cluster_env() put it there: still the side directory
+        return side
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None:
         return None
-    side = Path(os.environ.get("ICML25_CLUSTER_PLUGINS", Path(sys.prefix) / "cluster-plugins"))
     if not (side / "snakemake_executor_plugin_slurm").is_dir():
         pytest.skip(f"no cluster executor plugins in this venv or in {side} (`make install` puts them there)",
                     allow_module_level=True)
