@@ -1,6 +1,10 @@
 """Budget sweeps through the real Snakemake CLI: derived scales run through the same DAG, the sweep
 table and figure are written, the plain scale's results stay untouched."""
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 import shutil
 
 import pytest
@@ -52,6 +56,11 @@ def test_sweep_through_snakemake(smoke_tree, tmp_path):
     x2 = root / "results" / "smoke-x2"
     assert json.loads(next(x2.glob("lockin/*/seed0/metrics.json")).read_text())["params"]["loop.rounds"] == 6
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in plain} == before, "the sweep touched the plain smoke results"
+    # the summary written after a sweep says, per claim, what budget does (the sweep's own sentence)
+    subprocess.run(["icml25", "summary", "--scale", "smoke", "--studies", "lockin"], cwd=root, check=True,
+                   env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"})
+    summary = (root / "results" / "smoke" / "summary.md").read_text()
+    assert "| with budget |" in summary and rec["claims"][0]["trend"] in summary
     # a study without knobs: one clear line
     proc = snakemake(root, "sweep", "--cores", "1", "--config", "scale=smoke", "tracking=false",
                      "studies=[neuralop_width]", check=False)

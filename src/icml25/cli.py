@@ -219,8 +219,10 @@ def cmd_summary(ctx: Ctx, a) -> None:
         _, cfg = ctx.study(name)
         claim_files.append(ctx.results() / "tables" / f"{name}.claims.json")
         metric_files += _metric_files(ctx, cfg)
+    # a budget sweep run before this summary (`snakemake sweep`) adds its sentence per claim
     tables.write_summary(claim_files, metric_files, ctx.results() / "summary.md",
-                         ctx.results() / "metrics.parquet", ctx.scale)
+                         ctx.results() / "metrics.parquet", ctx.scale,
+                         tables.sweep_trends(ctx.results() / "sweeps", studies))
 
 
 def _ref_studies(ctx: Ctx, a) -> list[str]:

@@ -234,8 +234,9 @@ def _claims_frame(claims: list[dict]):
                          for c in claims], columns=["claim", "paper", "ours", "margin [95% CI]", "seeds", "verdict"])
 
 
-def summary_markdown(records: list[dict], scale: str) -> str:
-    """The summary page from the studies' claim records ({study, title, claims})."""
+def summary_markdown(records: list[dict], scale: str, trends: dict | None = None) -> str:
+    """The summary page from the studies' claim records ({study, title, claims}). `trends`
+    ({(study, claim id): sentence}, from the budget sweeps present) adds a "with budget" column."""
     import pandas as pd
 
     rows = []
@@ -243,8 +244,11 @@ def summary_markdown(records: list[dict], scale: str) -> str:
         for c in rec["claims"]:
             rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
                          "paper's figure": c["paper"], "ours": c["ours"], "margin [95% CI]": margin_text(c),
-                         "seeds": seeds_text(c), "verdict": c["verdict"]})
+                         "seeds": seeds_text(c), "verdict": c["verdict"],
+                         "with budget": (trends or {}).get((rec["study"], c.get("id")), "no sweep")})
     columns = ["study", "paper", "claim", "paper's figure", "ours", "margin [95% CI]", "seeds", "verdict"]
+    if trends:
+        columns.append("with budget")
     frame = pd.DataFrame(rows, columns=columns)
     counts = frame.verdict.value_counts().to_dict() if len(frame) else {}
     md = [
@@ -253,7 +257,9 @@ def summary_markdown(records: list[dict], scale: str) -> str:
         "One row per claim; verdicts are computed by each study's claim checks from the run files. "
         "Per-study tables: `results/" + scale + "/tables/<study>.md`.",
         "",
-        "Verdicts: " + counts_text(counts) + ". " + MARGIN_NOTE,
+        "Verdicts: " + counts_text(counts) + ". " + MARGIN_NOTE
+        + (" \"With budget\": what the study's budget sweep (`results/" + scale + "/sweeps/`) does to the "
+           "claim, from its smallest to its largest factor." if trends else ""),
         "",
         _md_table(frame),
         "",
@@ -261,8 +267,18 @@ def summary_markdown(records: list[dict], scale: str) -> str:
     return "\n".join(md)
 
 
+def sweep_trends(sweep_dir: Path, studies: list[str]) -> dict:
+    """{(study, claim id): the sweep's sentence} for the studies with a sweep record in sweep_dir."""
+    out = {}
+    for name in studies:
+        path = Path(sweep_dir) / f"{name}.json"
+        if path.is_file():
+            out.update({(name, c["id"]): c["trend"] for c in json.loads(path.read_text())["claims"]})
+    return out
+
+
 def write_summary(claim_files: list[Path], metric_files: list[Path], out_md: Path, out_parquet: Path,
-                  scale: str) -> None:
+                  scale: str, trends: dict | None = None) -> None:
     write_parquet(out_parquet, collect(metric_files))
     records = [json.loads(Path(path).read_text()) for path in claim_files]
-    write_text(out_md, summary_markdown(records, scale))
+    write_text(out_md, summary_markdown(records, scale, trends))
