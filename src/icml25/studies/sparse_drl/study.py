@@ -242,6 +242,14 @@ def claim_scaling(role):
         if len(ws) < 2:
             return ClaimResult("n.a.", "needs two widths")
         lo, hi, met = ws[-2], ws[-1], _metric(cfg)
+        regime = t.get("degradation_params")
+        if regime is not None:
+            # the paper's dense nets degrade only beyond ~regime parameters: below it the claim's "dense stops
+            # improving" half has nothing to show (issue 32: dense w512, 530k params, beat w256 on CartPole)
+            dense_hi = need(agg, "dense", f"{name}_w{hi}", "total_params")[0]
+            if dense_hi < float(regime):
+                return ClaimResult("n.a.", f"{name}: not testable at this scale, below the paper's degradation "
+                                           f"regime (widest dense net {dense_hi:,.0f} parameters < {float(regime):,.0f})")
         d_lo, d_hi = need(agg, "dense", f"{name}_w{lo}", met)[0], need(agg, "dense", f"{name}_w{hi}", met)[0]
         s_lo, s_hi = need(agg, "sparse", f"{name}_w{lo}", met)[0], need(agg, "sparse", f"{name}_w{hi}", met)[0]
         curve = lambda m: ", ".join(f"w{w} {need(agg, m, f'{name}_w{w}', met)[0]:.1f}" for w in ws)  # noqa: E731
