@@ -54,7 +54,7 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % 10 == 0 or step == steps - 1:
-            curve.append({"step": step, "loss": float(loss)})
+            curve.append({"step": step, "loss": float(loss.detach())})
     model.eval()
     model.save_pretrained(str(out_dir / "model"))
     from transformers import AutoTokenizer

@@ -82,7 +82,7 @@ def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_d
     d = cfg["decode"]
     prompt = prompt_for(data_dir, seed)
     rows, curves, saved = [], [], {}
-    for mode in d["modes"]:
+    for mode in (d.get("only_modes") or {}).get(method, d["modes"]):
         G = int(d["gen_len"][mode])
         a = SampleArgs(greedy=(mode == "greedy"), temperature=float(d["temperature"]),
                        penalty=float(SPEC.get(method, {}).get("penalty", d["penalty"])),
