@@ -16,6 +16,7 @@ def figures(agg, cfg, out_dir, ctx=None):
     if ctx is not None and spec:
         frame = ctx.curves()
         if not frame.empty:
+            frame = frame.astype({"step": float, "value": float})
             fig, axes = F.panels(len(modes), ncols=2, name="alpha_vs_length",
                                  title="Acceptance rate α against generated length")
             for ax, s in zip(axes, modes):
