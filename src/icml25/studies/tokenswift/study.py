@@ -285,11 +285,11 @@ STUDY = Study(
     ],
     stand_ins={
         "smoke": "a 1-layer 32-wide Llama trained 3 steps; 40-token generations; numbers are meaningless.",
-        "mini": "a 3-layer GQA LlamaForCausalLM (hidden 192, 6/2 heads, ~0.7M parameters besides embeddings, RoPE, 16K "
-                "positions) trained 400 steps on CPython 3.11 stdlib sources + pydoc_data text with a 1024-token BPE, in "
-                "place of Llama-3.1-8B; held-out stdlib files in place of PG-19 (256-token prompts, 2048-token "
-                "generations, 16x the 128-token training context); retrieval budget 256 (4096), penalty window 256 "
-                "(1024); heads trained 200 steps with the official recipe; GPU speedup modelled, not measured.",
+        "mini": "a 3-layer GQA LlamaForCausalLM (hidden 192, 6/2 heads, RoPE, 16K positions, 1.7M parameters) trained "
+                "200 steps in fit_base on CPython 3.11 stdlib sources + pydoc_data text with a 1024-token BPE, in place "
+                "of Llama-3.1-8B; held-out stdlib files in place of PG-19 (256-token prompts; 1024 sampled and 256 greedy "
+                "tokens, 8x the 128-token training context, in place of 100K); retrieval budget 256 (4096), penalty "
+                "window 256 (1024); heads trained 100 steps (official optimiser settings); GPU speedup modelled.",
         "full": "the released TokenSwift-Llama-3.1-8B checkpoint (Llama-3.1-8B + heads) on PG-19 test prompts, "
                 "prefill 4096, 100K tokens, budget 4096, window 1024, one 80 GB GPU (our engine, no CUDA graphs).",
     },
