@@ -165,7 +165,7 @@ def _text_dir(cfg: dict, out: Path) -> None:
     """Mini / smoke: a word-level tokenizer on the pretraining reports and a randomly initialised small
     T5EncoderModel, saved with save_pretrained so training loads it with from_pretrained(dir), the call
     that loads google/flan-t5-base at full scale."""
-    t = cfg["text"]
+    t = cfg["data"]["text"]
     if not t.get("build_local", False):
         return
     import torch
@@ -192,7 +192,7 @@ def _text_dir(cfg: dict, out: Path) -> None:
 
 
 def text_source(cfg: dict, data_dir: Path, key: str = "model") -> str:
-    t = cfg["text"]
+    t = cfg["data"]["text"]
     return str(data_dir / "text") if t.get("build_local", False) else str(t[key])
 
 
@@ -208,7 +208,7 @@ def embed_reports(cfg: dict, data_dir: Path, texts: list[str]) -> np.ndarray:
     embs = []
     with torch.no_grad():
         for i in range(0, len(texts), 256):
-            enc = tok(texts[i:i + 256], padding=True, truncation=True, max_length=int(cfg["text"]["max_len"]), return_tensors="pt")
+            enc = tok(texts[i:i + 256], padding=True, truncation=True, max_length=int(cfg["data"]["text"]["max_len"]), return_tensors="pt")
             h = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
             # the official n3s.py averages over every position (padding included); we average over real tokens
             m = enc["attention_mask"].unsqueeze(-1).float()
@@ -231,7 +231,7 @@ def _n3s(cfg: dict, out: Path) -> None:
     uniq = sorted(set(texts))  # the official index holds the deduplicated training reports
     pos = {t: i for i, t in enumerate(uniq)}
     emb = embed_reports(cfg, out, uniq)
-    cand = n3s_candidates(emb, emb, int(cfg["n3s"]["k"]))
+    cand = n3s_candidates(emb, emb, int(cfg["data"]["n3s"]["k"]))
     np.savez(out / "n3s.npz", candidates=cand.astype(np.int32), report_index=np.array([pos[t] for t in texts], np.int32),
              embeddings=emb.astype(np.float32))
     (out / "n3s_reports.json").write_text(json.dumps(uniq))

@@ -38,6 +38,7 @@ def figures(agg, cfg, out_dir, ctx=None) -> list:
         out.append(fig)
     if ctx is not None:
         cur = ctx.curves()
+        cur = cur[cur.value.notna()].astype({"step": int, "value": float})  # arms without a curve add empty object columns
         arms = [m for m in methods if m in set(cur.method)] if cur is not None and len(cur) else []
         if arms:
             fig, (ax,) = F.panels(1, ncols=1, name="pretrain_loss", title="Pretraining loss per arm")

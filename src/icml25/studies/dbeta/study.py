@@ -64,7 +64,7 @@ def validate(cfg: dict) -> None:
     fr = [float(f) for f in cfg["eval"]["fractions"]]
     if not fr or any(not 0 < f <= 1 for f in fr):
         raise UserError(f"dbeta: eval.fractions must lie in (0, 1], got {fr}")
-    if int(cfg["n3s"]["k"]) < 1:
+    if int(cfg["data"]["n3s"]["k"]) < 1:
         raise UserError("dbeta: n3s.k must be >= 1")
     m = cfg["model"]
     if int(m["mem_layer"]) >= int(m["cross_layers"]):
