@@ -28,6 +28,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
 	# deepinv (deal's check against the reference DEAL) likewise: its declared torchvision would replace torch
 	$(BIN)/pip install -q --no-deps deepinv==0.5.0 einops==0.8.2 natsort==8.4.0
+	# dbeta: neurokit2 (the ECGSYN oracle in a test) and wfdb (full-scale PhysioNet readers) without their declared
+	# dependencies: wfdb pins pandas<3, which would downgrade the pandas everything else uses
+	$(BIN)/pip install -q --no-deps neurokit2==0.2.13 PyWavelets==1.9.0 wfdb==4.3.1 soundfile==0.14.0
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
