@@ -152,6 +152,26 @@ def project_to_budget(policy: dict, logits: dict, specs, bits, budget: float, to
     return pol, moves
 
 
+@torch.no_grad()
+def recalibrate_bn(net, x, n_batches: int, batch: int, seed: int) -> None:
+    """Re-estimate BatchNorm statistics for the network as it now computes (the one-hot policy): the running
+    statistics of the search were collected under the softmax mixture of bit branches."""
+    bns = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the calibration batches
+    net.train()
+    rng = np.random.default_rng(seed + 99)
+    for i, idx in enumerate(batches(len(x), batch, rng)):
+        if i >= n_batches:
+            break
+        net(to_float(x[idx]))
+    for m, mom in zip(bns, saved):
+        m.momentum = mom
+    net.eval()
+
+
 def onehot_(net, policy: dict) -> None:
     """Set the super-net's logits to the one-hot of `policy`: the super-net then computes that policy exactly."""
     with torch.no_grad():
@@ -215,17 +235,16 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
                 gs = torch.autograd.grad(loss, params, allow_unused=True)
                 for p, g in zip(params, gs):
                     p.grad = torch.zeros_like(p) if g is None else g
-            # complexity loss: lambda_c * E[BitOPs] / budget, on the bit logits only
+            # complexity loss on the bit logits only: lambda_c * max(0, E[BitOPs] / budget - 1), a hinge at the
+            # budget (our stand-in for tuning lambda_c per arm until the policies land at the same BitOPs)
             comp = net.expected_bitops() / budget
-            gc = torch.autograd.grad(comp, arch)
-            for p, g in zip(arch, gc):
-                p.grad = p.grad + lam * g
+            ratio = float(comp.detach())
+            if ratio > 1.0:
+                gc = torch.autograd.grad(comp, arch)
+                for p, g in zip(arch, gc):
+                    p.grad = p.grad + lam * g
             opt_w.step()
             opt_a.step()
-            # lambda_c control toward the budget (our stand-in for tuning lambda_c by hand per arm)
-            ratio = float(comp.detach())
-            lam = float(np.clip(lam * math.exp(float(sc["lambda_gain"]) * (ratio - 1.0)),
-                                float(sc["lambda_min"]), float(sc["lambda_max"])))
             if step % log_every == 0:
                 curve.append((step, ce, ratio, rho if kind == "asga" else float("nan")))
             step += 1
@@ -240,6 +259,7 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
            "argmax_ratio": policy_bitops(net.specs, argmax) / budget}
     if eval_x is not None:
         onehot_(net, policy)
+        recalibrate_bn(net, x, int(cfg["eval"].get("bn_batches", 8)), b, seed)
         res["proxy_top1"] = accuracy(net, eval_x, eval_y)
         n = int(cfg["eval"]["sharpness_n"])
         res["sharpness_proxy"] = loss_sharpness(net, x[:n], y[:n], float(cfg["eval"]["sharpness_rho"]))
