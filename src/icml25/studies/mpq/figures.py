@@ -22,8 +22,6 @@ def figures(agg, cfg, out_dir):
 
     from icml25.core import figures as F
 
-    from .study import METHODS
-
     colors = F.method_colors(list(cfg["methods"]), paper_method="asga")
     markers = {"mnist": "o", "subset": "s", "target": "*", "none": "D"}
     out = []
@@ -43,6 +41,7 @@ def figures(agg, cfg, out_dir):
             F.reference(ax, float(budget.iloc[0]["mean"]), label="budget (uniform 3-bit)", axis="v")
         ax.set_xlabel("BitOPs (millions)")
         ax.set_ylabel("target top-1 (%)")
+        ax.set_title("deployed on Fashion-MNIST" if cfg["target"]["source"] == "fashion_idx" else "deployed on the target")
         F.legend(fig, ncols=3)
         F.caption(fig, "Each point: one search method and search set (circle: MNIST proxy, square: random target "
                        "subset, star: the oracle searched on the target, diamond: uniform), mean over seeds ± 1 std; "
@@ -63,6 +62,7 @@ def figures(agg, cfg, out_dir):
                 ax.plot([i] * len(v), v, "k.", ms=3)
             ax.set_xticks(range(len(cells)), [c[2] for c in cells], rotation=60, ha="right", fontsize=6)
             ax.set_title(title)
+            ax.set_xlabel("method [search set]")
             ax.set_ylabel("sharpness (nats)")
         F.legend(fig, ncols=3)
         F.caption(fig, "Left: sharpness of the super-net at its final policy on its own search images (the landscape "
@@ -76,12 +76,13 @@ def figures(agg, cfg, out_dir):
         for i, (m, s, lab, v) in enumerate(t):
             ax.bar(i, np.mean(v), yerr=np.std(v, ddof=1) if len(v) > 1 else None, color=colors[m], label=lab, capsize=2)
         ax.set_xticks(range(len(t)), [c[2] for c in t], rotation=60, ha="right", fontsize=6)
+        ax.set_xlabel("method [search set]")
         ax.set_ylabel("search CPU seconds")
+        ax.set_title("one search epoch on each search set")
         ax.set_yscale("log")
         F.legend(fig, ncols=3)
         F.caption(fig, "CPU seconds of each search loop (one thread; process time, so less sensitive to machine load "
                        "than wall time), mean over seeds ± 1 std. Every search runs the same number of epochs on its "
                        "search set: the oracle pays for the target's size, SAM and ASGA for their second gradient.")
         out.append(fig)
-    _ = METHODS
     return out
