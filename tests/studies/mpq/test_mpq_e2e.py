@@ -18,7 +18,7 @@ def test_snakemake_smoke_end_to_end(workflow_copy):
     root = workflow_copy
     path = root / "config" / "studies" / "mpq.yaml"
     raw = yaml.safe_load(path.read_text())
-    raw["methods"] = ["asga", "dmpq", "oracle"]  # fewer jobs: every stage and hook still runs
+    raw["methods"] = ["asga", "dmpq"]  # fewer jobs (CI time): every stage and hook still runs
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     git_init(root)
     snakemake(root, "all", "--config", "scale=smoke", "studies=[mpq]", "tracking=false", "--cores", "2")
@@ -26,7 +26,7 @@ def test_snakemake_smoke_end_to_end(workflow_copy):
     md = (tables / "mpq.md").read_text()
     assert "ASGA (proxy)" in md and "## Claims" in md
     claims = {c["id"]: c for c in json.loads((tables / "mpq.claims.json").read_text())["claims"]}
-    assert claims["asga_matches_oracle"]["verdict"] in ("holds", "fails")
+    assert claims["asga_matches_oracle"]["verdict"] == "n.a."  # no oracle run: n.a., not a crash
     assert claims["asga_flatter"]["verdict"] in ("holds", "fails")
     figs = json.loads((root / "results" / "smoke" / "figures" / "mpq" / "figures.json").read_text())
     names = {f["name"]: f for f in figs["figures"]}
