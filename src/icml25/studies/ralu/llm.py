@@ -124,8 +124,9 @@ class LocalLM:
         counts = torch.zeros((n, self.model.config.vocab_size))
         toks = [[] for _ in range(n)]
         lps = [[] for _ in range(n)]
+        done_l = [False] * n
         done = torch.zeros(n, dtype=torch.bool)
-        limit = torch.tensor([r.max_new_tokens for r in reqs])
+        limit = [r.max_new_tokens for r in reqs]
         with torch.no_grad():
             res = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                              position_ids=pos.to(self.device), use_cache=True)
@@ -140,18 +141,24 @@ class LocalLM:
                     cdf = torch.softmax(s, -1).double().cumsum(-1)
                     nxt = torch.searchsorted(cdf, (u[:, step] * cdf[:, -1]).unsqueeze(-1)).squeeze(-1)
                     nxt = nxt.clamp(max=logits.shape[-1] - 1)
+                nl = nxt.tolist()
+                lpl = logp.gather(1, nxt.unsqueeze(-1)).squeeze(-1).tolist()
+                live = []
                 for j in range(n):
-                    if done[j]:
+                    if done_l[j]:
                         continue
-                    t = int(nxt[j])
+                    t = nl[j]
                     if t == self.eos:
-                        done[j] = True
+                        done_l[j] = True
                         continue
                     toks[j].append(t)
-                    lps[j].append(float(logp[j, t]))
-                    counts[j, t] += 1
-                    if len(toks[j]) >= int(limit[j]):
-                        done[j] = True
+                    lps[j].append(lpl[j])
+                    live.append(j)
+                    if len(toks[j]) >= limit[j]:
+                        done_l[j] = True
+                if live:
+                    counts[live, nxt[live]] += 1
+                done = torch.tensor(done_l)
                 if bool(done.all()):
                     break
                 nxt = torch.where(done, torch.full_like(nxt, self.pad), nxt)

@@ -336,7 +336,7 @@ STUDY = Study(
         "smoke": "a few gsm-lite items and 2 GSM-Symbolic items, a tiny GPT-2 trained for a few steps; numbers are "
                  "meaningless (tests only).",
         "mini": "gsm-lite (generated word problems whose programs hold loops and branches; new numbers, and a set of "
-                "held-out clause combinations) and 30 GSM-Symbolic items (reasoning-gym); the LLM is a small GPT-2 "
+                "held-out clause combinations) and 20 GSM-Symbolic items (reasoning-gym); the LLM is a small GPT-2 "
                 "trained in the pipeline on gsm-lite text for the three roles (program, unit judge, synthesis); the "
                 "judge is trained on the issue's four corruptions, so a gain shows the value of unit-level "
                 "verification, not an LLM's emergent self-verification.",
