@@ -15,7 +15,7 @@ from conftest import git_init, snakemake
 
 def test_snakemake_smoke_then_leak_checks(workflow_copy):
     from icml25 import cli
-    from icml25.core import config
+    from icml25.core import config, manifest
     from icml25.studies.ralu import data as D
     from icml25.studies.ralu import methods as M
     from icml25.studies.ralu.llm import LocalLM
@@ -45,6 +45,7 @@ def test_snakemake_smoke_then_leak_checks(workflow_copy):
     data = root / "data" / "processed" / "smoke" / "ralu"
     answers = D.read_jsonl(data / "answers.jsonl")
     (data / "answers.jsonl").write_text("".join(json.dumps({**a, "answer": "-999"}) + "\n" for a in answers))
+    manifest.write(data, study="ralu", scale="smoke", stage="preprocess")  # a deliberate, re-stamped change
     base = ["--root", str(root), "--scale", "smoke", "--study", "ralu"]
     assert cli.main(["train", *base, "--method", "ralu", "--seed", "0"]) == 0
     assert (run / "outputs.jsonl").read_text() == before
@@ -64,7 +65,7 @@ def test_snakemake_smoke_then_leak_checks(workflow_copy):
     # the scorer: gold programs score 100 %, and the sandbox (not the pipeline) runs them
     rawd = root / "data" / "raw" / "smoke" / "ralu"
     gold = D.read_jsonl(rawd / "gsm_lite.jsonl")
-    outs = [{"id": g["id"], "set": "gsm_lite", "programs": [g["program"]], "initial": "ans = -1", "out_tokens": 1,
+    outs = [{"id": g["id"], "set": "gsm_lite", "programs": [g["program"]], "initial": "x = 0", "out_tokens": 1,
              "in_tokens": 1, "calls": 1, "units": 0, "fixed": 0, "judged": 0, "disagree": None} for g in gold]
     rows = {r["metric"]: r["value"] for r in score(cfg, outs, {g["id"]: g["answer"] for g in gold})}
     assert rows["accuracy"] == 100.0 and rows["initial_accuracy"] == 0.0

@@ -68,9 +68,10 @@ def test_tokenizer_round_trips_gsm_lite_text(model_dir):
     lm = LocalLM(model_dir)
     train, _ = gsm_lite.split_templates(0.1, 0)
     for it in gsm_lite.make_items(train, 30, 0, "t"):  # the training text: every word is in the vocabulary
-        for text in (it["question"], it["program"], "\n".join(units_text(it["program"]))):
+        for text in (render_prompt("program", {"question": it["question"]}) + it["program"],
+                     render_prompt("synth", {"question": it["question"], "path": units_text(it["program"])})):
             assert lm.decode(lm.encode(text)) == text
-    assert lm.decode(lm.encode("Zyx has 12 pens .")).startswith("<unk> has 1")  # unseen words: <unk>, digits kept
+    assert lm.decode(lm.encode(" Zyx has 12 pens .")).startswith("<unk> has 1")  # unseen words: <unk>, digits kept
 
 
 def units_text(program):
