@@ -68,9 +68,13 @@ def test_tokenizer_round_trips_gsm_lite_text(model_dir):
     lm = LocalLM(model_dir)
     train, _ = gsm_lite.split_templates(0.1, 0)
     for it in gsm_lite.make_items(train, 30, 0, "t"):  # the training text: every word is in the vocabulary
+        assert lm.decode(lm.encode(it["program"])) == it["program"]  # what the model writes round-trips
         for text in (render_prompt("program", {"question": it["question"]}) + it["program"],
                      render_prompt("synth", {"question": it["question"], "path": units_text(it["program"])})):
-            assert lm.decode(lm.encode(text)) == text
+            # known wart (see the page): the space before a role tag is its own piece, never in the vocabulary,
+            # so it encodes as <unk> (the same in training and inference)
+            want = text.replace(" [U]", "<unk>[U]").replace(" [A]", "<unk>[A]")
+            assert lm.decode(lm.encode(text)) == want
     assert lm.decode(lm.encode(" Zyx has 12 pens .")).startswith("<unk> has 1")  # unseen words: <unk>, digits kept
 
 
