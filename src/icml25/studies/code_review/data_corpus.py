@@ -36,6 +36,7 @@ SOURCES = {
         "kind": "bundled", "lib": "minilib.cpp", "header": "minilib.h", "driver": "minitest.cpp", "extra": [],
         "pristine_pass": 20,
     },
+    "bugscpp": {"kind": "bugscpp"},   # full scale: data_bugscpp.py
 }
 
 PASS_RE = re.compile(r"Pass (\d+), Fail (\d+)")
@@ -69,6 +70,10 @@ def sha256(path: Path) -> str:
 
 def download(cfg: dict, raw_dir: Path) -> None:
     s = spec(cfg)
+    if s["kind"] == "bugscpp":
+        from . import data_bugscpp
+
+        return data_bugscpp.download(cfg, raw_dir)
     if s["kind"] == "bundled":
         dest = raw_dir / cfg["corpus"]["name"]
         dest.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,10 @@ def _cache_path(raw_dir: Path) -> Path:
 
 def build(cfg: dict, raw_dir: Path, out_dir: Path) -> dict:
     s = C.spec(cfg)
+    if s["kind"] == "bugscpp":
+        from . import data_bugscpp
+
+        return data_bugscpp.build(cfg, raw_dir, out_dir)
     src_dir = C.extract(cfg, raw_dir, out_dir / "corpus")
     lib_text = (src_dir / s["lib"]).read_text()
     src = lib_text.encode()

@@ -8,7 +8,7 @@ parameters; comments are units with no reads or writes. Def-use is name-based an
 
 * OriginalDiff(d): d plus its direct dependencies: the declarations of the names d reads or writes.
 * ParentFunction(d): every line of the smallest function containing d.
-* LeftFlow(d): d, the headers of the control structures enclosing d, and the backward trace of each
+* LeftFlow(d): OriginalDiff(d), the headers of the control structures enclosing d, and the backward trace of each
   L-value of d (every earlier unit that declares or assigns it, with its enclosing headers); a unit with
   no L-value (a condition, a return, a call) traces the names it reads.
 * FullFlow(d): LeftFlow(d) plus the forward trace (later units reading the L- or R-values of d) and the
@@ -220,14 +220,14 @@ class FileIndex:
         if algo == "parent_function":
             a, b, _, _ = self.funcs[f]
             return set(range(a, b + 1))
+        names = u.reads | u.writes
+        deps = {j for j in same if j != i and self.units[j].declares & names and self.units[j].first <= u.first}
         if algo == "original_diff":
-            names = u.reads | u.writes
-            deps = {j for j in same if j != i and self.units[j].declares & names and self.units[j].first <= u.first}
             return self._lines({i} | deps)
-        # left_flow
+        # left_flow: OriginalDiff(d) plus the backward trace of d's L-values and the enclosing headers
         lvals = u.writes or u.reads
         back = {j for j in same if j != i and self.units[j].writes & lvals and self.units[j].first < u.first}
-        keep = self._with_headers({i} | back)
+        keep = self._with_headers({i} | deps | back)
         if algo == "left_flow":
             return self._lines(keep)
         if algo != "full_flow":
@@ -257,19 +257,29 @@ def slice_mr(index: FileIndex, added: list[int], algo: str) -> list[list[int]]:
         elif i not in diff_units:
             diff_units.append(i)
     pending = list(diff_units)
-    slices = []
+    groups = []   # [lines, diff units absorbed]
     while pending:
         seed = pending.pop(0)
-        lines = index.expand(seed, algo) | {ln for ln in added if index.unit_at(ln) == seed}
+        lines = index.expand(seed, algo)
+        own = {seed}
         changed = True
         while changed:
             changed = False
             for j in list(pending):
                 if index.units[j].lines & lines:
                     pending.remove(j)
+                    own.add(j)
                     lines |= index.expand(j, algo)
                     changed = True
-        slices.append(sorted(lines))
+        # a later slice that reaches an earlier slice's diff statement absorbs that slice
+        for g in list(groups):
+            if any(index.units[j].lines & lines for j in g[1]):
+                groups.remove(g)
+                lines |= g[0]
+                own |= g[1]
+        groups.append([lines, own])
+    slices = [sorted(g[0] | {ln for ln in added if index.unit_at(ln) in g[1]}) for g in groups]
+    slices.sort()
     for ln in orphan:  # changed lines outside every function (includes, globals): the line itself
         if not any(ln in s for s in slices):
             slices.append([ln])
