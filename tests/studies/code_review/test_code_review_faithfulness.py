@@ -221,9 +221,9 @@ def test_prompts_do_not_depend_on_the_mutation_log(minilib):
         def __init__(self):
             self.prompts = []
 
-        def generate(self, prompt, n=1, temperature=0.0, seed=0):
-            self.prompts.append(prompt)
-            return ["none"] * n
+        def generate_batch(self, prompts, n=1, temperature=0.0, seed=0):
+            self.prompts += prompts
+            return [["none"] * n for _ in prompts]
 
     def prompts(m):
         spy = Spy()

@@ -21,9 +21,7 @@ VALIDATOR = ("You are a validator. Re-check the candidate comment against the or
 
 class VLLMEngine:
     def __init__(self, spec: dict):
-        from vllm import LLM  # noqa: F401  (full scale only)
-
-        from vllm import LLM as _LLM
+        from vllm import LLM as _LLM  # full scale only
 
         self.llm = _LLM(model=spec["model"], tensor_parallel_size=int(spec.get("tensor_parallel", 1)))
         self.tok = self.llm.get_tokenizer()
@@ -31,16 +29,21 @@ class VLLMEngine:
     def n_tokens(self, text: str) -> int:
         return len(self.tok.encode(text))
 
-    def generate(self, prompt: str, n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[str]:
-        from vllm import SamplingParams
-
+    def _chat(self, prompt: str) -> str:
         role = VALIDATOR if prompt.startswith("<|validate|>") else REVIEWER
         body = prompt.replace("<|review|>", "").replace("<|validate|>", "").replace("<|cand|>", "Candidate: ")
         body = body.replace("<|out|>", "Answer:")
-        chat = self.tok.apply_chat_template([{"role": "system", "content": role}, {"role": "user", "content": body}],
+        return self.tok.apply_chat_template([{"role": "system", "content": role}, {"role": "user", "content": body}],
                                             tokenize=False, add_generation_prompt=True)
+
+    def generate(self, prompt: str, n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[str]:
+        return self.generate_batch([prompt], n, temperature, seed)[0]
+
+    def generate_batch(self, prompts: list[str], n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[list[str]]:
+        from vllm import SamplingParams
+
         sp = SamplingParams(n=n, temperature=temperature, seed=seed, max_tokens=1024)
-        return [o.text for o in self.llm.generate([chat], sp)[0].outputs]
+        return [[o.text for o in r.outputs] for r in self.llm.generate([self._chat(p) for p in prompts], sp)]
 
 
 def make(cfg: dict, base_dir: Path, max_new: int):

@@ -116,9 +116,10 @@ def _seed(*parts) -> int:
 def review(engine, mr: dict, snips: list[Snippet], n: int, temperature: float, seed: int) -> list[list[F.Comment]]:
     """Comments of each of the N reviewers (N samples of the same prompt) over the MR's snippets."""
     per = [[] for _ in range(n)]
-    for si, sn in enumerate(snips):
-        outs = engine.generate(R.review_prompt(sn.text), n=n, temperature=temperature, seed=_seed(seed, mr["id"], si))
-        for r, o in enumerate(outs):
+    outs = engine.generate_batch([R.review_prompt(sn.text) for sn in snips], n=n, temperature=temperature,
+                                 seed=_seed(seed, mr["id"]))
+    for si, samples in enumerate(outs):
+        for r, o in enumerate(samples):
             for line, cat, q1, q2, q3 in R.parse_review(o):
                 per[r].append(F.Comment(line, cat, q1, q2, q3, reviewer=r, slice=si))
     return per
@@ -126,24 +127,22 @@ def review(engine, mr: dict, snips: list[Snippet], n: int, temperature: float, s
 
 def stages(engine, per: list[list[F.Comment]], snips, k: int, ns, t1: int, t2: int, with_validator=True) -> dict:
     """{setting: comments} for the filter stages (reviewer 1 for all / coarse / top-k, as Table 7) and the
-    meta / validator stages for each number of reviewers in ns."""
+    meta / validator stages for each number of reviewers in ns. The validator re-scores each distinct
+    candidate once (greedy), against the snippet the comment was raised on."""
     out = {"all": per[0], "coarse": F.coarse(per[0], t1, t2)}
     out["topk"] = F.top_k(out["coarse"], k)
-    cache = {}
-
-    def rescore(c):
-        key = (c.slice, c.line, c.category)
-        if key not in cache:
-            txt = engine.generate(R.validate_prompt(snips[c.slice].text, c.line, c.category), n=1, temperature=0.0)[0]
-            cache[key] = R.parse_scores(txt)
-        return cache[key]
-
+    metas = {}
     for n in ns:
         tops = [F.top_k(F.coarse(cs, t1, t2), k) for cs in per[:n]]
-        meta = F.top_k(F.meta_merge(tops), k)
-        out[f"n{n}|meta"] = meta
-        if with_validator:
-            out[f"n{n}|validator"] = F.validate(meta, rescore, t1, t2)
+        metas[n] = F.top_k(F.meta_merge(tops), k)
+        out[f"n{n}|meta"] = metas[n]
+    if with_validator:
+        keys = sorted({(c.slice, c.line, c.category) for cs in metas.values() for c in cs})
+        txt = engine.generate_batch([R.validate_prompt(snips[s].text, ln, cat) for s, ln, cat in keys], n=1,
+                                    temperature=0.0)
+        scores = {key: R.parse_scores(t[0]) for key, t in zip(keys, txt)}
+        for n in ns:
+            out[f"n{n}|validator"] = F.validate(metas[n], lambda c: scores[(c.slice, c.line, c.category)], t1, t2)
     return out
 
 

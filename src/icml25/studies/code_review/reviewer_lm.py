@@ -152,15 +152,28 @@ class Engine:
         return len(self.tok.encode(text).ids)
 
     def generate(self, prompt: str, n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[str]:
+        return self.generate_batch([prompt], n, temperature, seed)[0]
+
+    def generate_batch(self, prompts: list[str], n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[list[str]]:
+        """n completions of each prompt, in one left-padded batch (one decoding loop for the whole MR)."""
         torch = self.torch
-        ids = self.tok.encode(prompt).ids[-(self.ctx - self.max_new):]
-        x = torch.as_tensor([ids])
+        if not prompts:
+            return []
+        ids = [self.tok.encode(p).ids[-(self.ctx - self.max_new):] for p in prompts]
+        width = max(len(x) for x in ids)
+        pad = self.tok.token_to_id("<|pad|>")
+        x = torch.full((len(ids), width), pad, dtype=torch.long)
+        att = torch.zeros_like(x)
+        for i, row in enumerate(ids):
+            x[i, width - len(row):] = torch.as_tensor(row)
+            att[i, width - len(row):] = 1
         torch.manual_seed(seed)
         with torch.no_grad():
             kw = dict(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else dict(do_sample=False)
-            out = self.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=self.max_new,
-                                      num_return_sequences=n, eos_token_id=self.end, pad_token_id=self.end, **kw)
-        return [self.tok.decode(o[len(ids):].tolist(), skip_special_tokens=False).split("<|end|>")[0] for o in out]
+            out = self.model.generate(x, attention_mask=att, max_new_tokens=self.max_new, num_return_sequences=n,
+                                      eos_token_id=self.end, pad_token_id=pad, **kw)
+        texts = [self.tok.decode(o[width:].tolist(), skip_special_tokens=False).split("<|end|>")[0] for o in out]
+        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
 
 
 def save(model, tok_dir: Path, out: Path, meta: dict) -> None:
