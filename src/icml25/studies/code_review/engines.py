@@ -4,7 +4,7 @@
 * `vllm` (full): a chat LLM served by vLLM (Llama-3.1-70B-Instruct in the config). The pipeline's prompts
   (`<|review|>` / `<|validate|>` + the line-aware snippet) are wrapped in role instructions after the
   paper's App. H (Reviewer: JSON-like comments with Q1-Q3 1-7 scores; Validator: re-score one comment
-  against the snippet) and the reply is asked in the same `L<line>|<category>|q1 q2 q3` lines the
+  against the snippet) and the reply is asked in the same `+<line>|<category>|q1 q2 q3` lines the
   pipeline parses. Not run here (no GPU at mini); vllm is imported only when used.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REVIEWER = ("You are a senior C++ reviewer. Find real defects (logic, security, performance) in the changed "
-            "lines ('+N|') of the code below. For each issue give one line `L<line>|<category>|q1 q2 q3` where "
+            "lines ('+N|') of the code below. For each issue give one line `+<line>|<category>|q1 q2 q3` (the line marker as shown) where "
             "q1 answers 'is it NOT a nitpick?', q2 'is it NOT a fake problem?', q3 'how severe?', each 1-7. "
             "Think step by step, then answer only with those lines, or `none`.")
 VALIDATOR = ("You are a validator. Re-check the candidate comment against the original code. Answer with "

@@ -69,12 +69,10 @@ def _scores(rng, good: bool) -> tuple[int, int, int]:
 def review_target(snip: Snippet, mr: dict, rng: random.Random) -> str:
     rows = []
     if mr["key_line"] in snip.added:
-        q = _scores(rng, True)
-        rows.append(f"L{mr['key_line']}|{mr['category']}|{q[0]} {q[1]} {q[2]}")
+        rows.append(R.comment(mr["key_line"], "+", mr["category"], _scores(rng, True)))
     benign = [ln for ln in snip.added if ln != mr["key_line"]]
     if benign and rng.random() < 0.5:
-        q = _scores(rng, False)
-        rows.append(f"L{rng.choice(benign)}|style|{q[0]} {q[1]} {q[2]}")
+        rows.append(R.comment(rng.choice(benign), "+", "style", _scores(rng, False)))
     rng.shuffle(rows)
     return ("\n".join(rows) if rows else "none") + "\n<|end|>"
 
@@ -103,7 +101,8 @@ def training_examples(mrs: list[dict], algos, modes, n_tokens, budget, seed) -> 
                         cands.append((rng.choice(rest), rng.choice(["logic", "security"]), False))
                     for ln, cat, good in cands:
                         q = _scores(rng, good)
-                        out.append((R.validate_prompt(snip.text, ln, cat), f"{q[0]} {q[1]} {q[2]}\n<|end|>"))
+                        mark = "+" if ln in snip.added else " "
+                        out.append((R.validate_prompt(snip.text, ln, cat, mark), f"{q[0]} {q[1]} {q[2]}\n<|end|>"))
     return out
 
 
@@ -138,7 +137,8 @@ def stages(engine, per: list[list[F.Comment]], snips, k: int, ns, t1: int, t2: i
         out[f"n{n}|meta"] = metas[n]
     if with_validator:
         keys = sorted({(c.slice, c.line, c.category) for cs in metas.values() for c in cs})
-        txt = engine.generate_batch([R.validate_prompt(snips[s].text, ln, cat) for s, ln, cat in keys], n=1,
+        txt = engine.generate_batch([R.validate_prompt(snips[s].text, ln, cat, "+" if ln in snips[s].added else " ")
+                                     for s, ln, cat in keys], n=1,
                                     temperature=0.0)
         scores = {key: R.parse_scores(t[0]) for key, t in zip(keys, txt)}
         for n in ns:

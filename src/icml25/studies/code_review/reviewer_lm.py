@@ -2,9 +2,9 @@
 
 Tokenizer: byte-level BPE trained on the C++ corpus (tokenizers). Model: `GPT2LMHeadModel`, pre-trained
 as an LM on the training part of the corpus, then fine-tuned on training MRs only:
-* review prompts  `<|review|>` + line-aware slice + `<|out|>` -> `L<line>|<category>|q1 q2 q3` lines
+* review prompts  `<|review|>` + line-aware slice + `<|out|>` -> `+<line>|<category>|q1 q2 q3` lines
   (the key bug with high scores, an occasional nitpick on a benign changed line with low scores) or `none`;
-* validate prompts `<|validate|>` + snippet + `<|cand|>L<line>|<category>` + `<|out|>` -> `q1 q2 q3`.
+* validate prompts `<|validate|>` + snippet + `<|cand|>+<line>|<category>` + `<|out|>` -> `q1 q2 q3`.
 `Engine` is the generate(prompt) interface that a chat LLM served through vLLM implements at full scale
 (`VLLMEngine` in engines.py); N reviewers are N samples at temperature T; the validator decodes greedily.
 """
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 SPECIAL = ["<|pad|>", "<|review|>", "<|validate|>", "<|cand|>", "<|out|>", "<|end|>"]
-COMMENT_RE = re.compile(r"L(\d+)\|([a-z]+)\|([1-7]) ([1-7]) ([1-7])")
+COMMENT_RE = re.compile(r"([ +-])(\d+)\|([a-z]+)\|([1-7]) ([1-7]) ([1-7])")
 SCORE_RE = re.compile(r"([1-7]) ([1-7]) ([1-7])")
 
 
@@ -24,12 +24,17 @@ def review_prompt(snippet: str) -> str:
     return f"<|review|>\n{snippet}\n<|out|>\n"
 
 
-def validate_prompt(snippet: str, line: int, category: str) -> str:
-    return f"<|validate|>\n{snippet}\n<|cand|>L{line}|{category}\n<|out|>\n"
+def comment(line: int, mark: str, category: str, q) -> str:
+    """One comment line: the line's marker as it appears in the line-aware format, then category and scores."""
+    return f"{mark}{line}|{category}|{q[0]} {q[1]} {q[2]}"
+
+
+def validate_prompt(snippet: str, line: int, category: str, mark: str = "+") -> str:
+    return f"<|validate|>\n{snippet}\n<|cand|>{mark}{line}|{category}\n<|out|>\n"
 
 
 def parse_review(text: str) -> list[tuple[int, str, int, int, int]]:
-    return [(int(m[0]), m[1], int(m[2]), int(m[3]), int(m[4])) for m in COMMENT_RE.findall(text)]
+    return [(int(m[1]), m[2], int(m[3]), int(m[4]), int(m[5])) for m in COMMENT_RE.findall(text)]
 
 
 def parse_scores(text: str) -> tuple[int, int, int]:
@@ -37,11 +42,16 @@ def parse_scores(text: str) -> tuple[int, int, int]:
     return (int(m[1]), int(m[2]), int(m[3])) if m else (1, 1, 1)
 
 
-def train_tokenizer(texts: list[str], vocab: int, out: Path):
+def train_tokenizer(texts: list[str], vocab: int, out: Path, max_line: int = 0):
+    """Byte-level BPE on the corpus; each line marker of the line-aware format (` N|`, `+N|` for new-file
+    lines N <= max_line; deleted lines' `-N|` stay BPE) is one added token, so that a comment can name a line by copying one token (a tiny LM
+    trained for minutes does not learn to copy multi-token numbers; a chat LLM needs no such help)."""
     from tokenizers import ByteLevelBPETokenizer
 
     tok = ByteLevelBPETokenizer()
     tok.train_from_iterator(texts, vocab_size=vocab, min_frequency=2, special_tokens=SPECIAL, show_progress=False)
+    if max_line:
+        tok.add_tokens([f"{m}{n}|" for m in " +" for n in range(1, max_line + 1)])
     out.mkdir(parents=True, exist_ok=True)
     tok.save(str(out / "tokenizer.json"))
     return load_tokenizer(out)
@@ -86,7 +96,7 @@ def _step(model, opt, seqs, pad, ctx):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def pretrain(model, tok, texts: list[str], t: dict, seed: int) -> list[float]:

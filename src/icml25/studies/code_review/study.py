@@ -126,10 +126,12 @@ def fit_base(cfg, data_dir, out_dir):
         return
     torch.manual_seed(int(t["seed"]))
     texts = _pretrain_texts(Path(data_dir))
-    tok = R.train_tokenizer(texts, int(m["vocab"]), Path(out_dir))
+    all_mrs = D.load(data_dir)   # only their lengths: the largest line number a marker token must cover
+    max_line = max(len(mr["text"].split("\n")) for mr in all_mrs) + int(m.get("line_slack", 100))
+    tok = R.train_tokenizer(texts, int(m["vocab"]), Path(out_dir), max_line)
     model = R.build_model(tok, m)
     pre = R.pretrain(model, tok, texts, t, int(t["seed"]))
-    train_mrs = D.load(data_dir, "train")
+    train_mrs = [mr for mr in all_mrs if mr["split"] == "train"]
     n_tok = lambda s: len(tok.encode(s).ids)
     ex = P.training_examples(train_mrs, cfg["train"]["slicers"], cfg["train"]["formats"], n_tok,
                              int(cfg["review"]["prompt_tokens"]), int(t["seed"]))
