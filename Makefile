@@ -15,7 +15,7 @@ PLUGINS := $(VENV)/cluster-plugins
 # Rules call the `icml25` CLI: the venv's bin must be on PATH for every Snakemake run, not only its python.
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: run test install install-cluster bench system-data system-browser pull report reference verify clean
+.PHONY: run test install install-cluster bench system-data system-code-review system-browser pull report reference verify clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || python3 -m venv $(VENV)
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
-install: $(STAMP) system-data
+install: $(STAMP) system-data system-code-review
 
 # For runs on a cluster (profiles/slurm, profiles/cluster-generic): the plugins into the venv, kept there
 # by later installs (the .cluster mark).
@@ -50,6 +50,15 @@ system-data:
 	  (apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
 	   (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null)) || \
 	  echo "warning: could not install dataset-fashion-mnist; the download stage will fetch Fashion-MNIST"; \
+	fi
+
+# code_review: g++ builds and tests the C++ corpus, cppcheck is one of its baselines (Debian packages)
+system-code-review:
+	@if command -v g++ >/dev/null && command -v cppcheck >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get install -y -q g++ cppcheck >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q g++ cppcheck >/dev/null)) || \
+	  echo "warning: could not install g++ / cppcheck; the code_review study needs them"; \
 	fi
 
 # Headless Chromium for tests/test_browser.py (Debian's chromium + chromium-driver)

@@ -1,0 +1,254 @@
+"""Faithfulness of the code_review study: slicing goldens, the paper's metric arithmetic, filter semantics,
+the line-aware format, the mutant oracle, and the honesty rules (no test MR in training, no mutation log
+in the prompts)."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from icml25.studies.code_review import filters as F
+from icml25.studies.code_review import lineformat, review_metrics as RM
+from icml25.studies.code_review.diffing import diff
+from icml25.studies.code_review.slicing import SLICERS, FileIndex, slice_mr
+
+FIXTURE = Path(__file__).with_name("fixture_slice.cpp")
+SRC = FIXTURE.read_text()
+D_LINE = 14          # `x = y + 1;` inside `for` / `if`
+CALL_LINE = 18       # `int w = helper(x, y);`
+
+
+def _slice(algo, line=D_LINE):
+    (s,) = slice_mr(FileIndex(SRC), [line], algo)
+    return set(s)
+
+
+def _line(text):
+    return next(i for i, l in enumerate(SRC.split("\n"), 1) if l.strip() == text)
+
+
+def test_left_flow_golden():
+    s = _slice("left_flow")
+    want = {_line("int x = 0;"), _line("x = n * 2;"), _line("for (int i = 0; i < n; ++i) {"),
+            _line("if (i > y) {"), D_LINE, 6, 7}
+    # declaration and earlier write of x, enclosing loop / if headers, the signature declaring y (OriginalDiff's
+    # dependency), nothing unrelated
+    assert s == want
+    assert _line("int unrelated = 7;") not in s and _line("unrelated = unrelated + 1;") not in s
+
+
+def test_full_flow_golden():
+    lf, ff = _slice("left_flow"), _slice("full_flow")
+    assert lf < ff
+    assert {_line("int z = y * 3;"), CALL_LINE} <= ff          # later uses of y (and x)
+    assert {1, 2} <= ff                                        # the callee `helper`'s signature
+    assert _line("int r = q + 1;") not in ff
+
+
+def test_parent_function_is_the_whole_function_and_original_diff_is_inside_every_slice():
+    pf = _slice("parent_function")
+    assert pf == set(range(6, 21))
+    od = _slice("original_diff")
+    assert D_LINE in od and _line("int x = 0;") in od
+    for algo in SLICERS:
+        assert od <= _slice(algo), algo
+
+
+def test_slices_are_not_line_windows():
+    lf = sorted(_slice("left_flow"))
+    assert lf != list(range(lf[0], lf[-1] + 1))   # gaps: statements in between are left out
+
+
+def test_mr_driver_absorbs_diff_statements_inside_a_slice():
+    ix = FileIndex(SRC)
+    assert len(slice_mr(ix, [D_LINE, _line("x = n * 2;")], "left_flow")) == 1   # absorbed
+    assert len(slice_mr(ix, [D_LINE, _line("int r = q + 1;")], "left_flow")) == 2
+
+
+@pytest.mark.parametrize("kbi,far,cpi", [(20.00, 75.37, 22.07), (20.00, 43.52, 29.54), (31.11, 87.81, 17.51),
+                                         (40.00, 91.21, 14.42), (2.22, 97.58, 2.32)])
+def test_metric_arithmetic_reproduces_the_paper(kbi, far, cpi):
+    assert round(RM.cpi(kbi, far), 2) == pytest.approx(cpi, abs=0.011)
+
+
+def test_kbi_far_lsr_on_a_hand_example():
+    mrs = [{"key_line": 10, "comments": [{"line": 11, "valid": True}, {"line": 30, "valid": False}]},
+           {"key_line": 50, "comments": [{"line": 52, "valid": True}]},    # 2 lines off: a false alarm
+           {"key_line": 70, "comments": []}]
+    m = RM.score(mrs, tol=1)
+    assert m["kbi"] == pytest.approx(100 / 3)
+    assert m["far1"] == pytest.approx((50 + 100) / 2)      # MRs with comments
+    assert m["far2"] == pytest.approx(50)                   # MRs whose key bug was hit
+    assert m["lsr"] == pytest.approx((50 + 100) / 2)
+    assert m["cpi1"] == pytest.approx(RM.cpi(100 / 3, 75))
+
+
+def _c(line, q1, q2, q3, r=0):
+    return F.Comment(line, "logic", q1, q2, q3, reviewer=r)
+
+
+def test_coarse_filter_thresholds():
+    cs = [_c(1, 4, 7, 7), _c(2, 7, 4, 7), _c(3, 5, 5, 1), _c(4, 7, 7, 7)]
+    assert [c.line for c in F.coarse(cs)] == [3, 4]
+
+
+def test_top_k_by_severity():
+    cs = [_c(i, 7, 7, q3) for i, q3 in enumerate([2, 7, 5, 6, 1])]
+    assert [c.line for c in F.top_k(cs, 3)] == [1, 3, 2]
+
+
+def test_meta_keeps_support_of_two_and_one_reviewer_passes_through():
+    a = [_c(10, 6, 6, 6, 0), _c(40, 6, 6, 6, 0)]
+    b = [_c(11, 6, 6, 5, 1)]
+    c = [_c(80, 6, 6, 7, 2)]
+    merged = F.meta_merge([a, b, c])
+    assert [(m.line, m.support) for m in merged] == [(10, 2)]
+    assert [m.line for m in F.meta_merge([a])] == [10, 40]
+
+
+def test_validator_applies_the_second_threshold():
+    cs = [_c(1, 7, 7, 7), _c(2, 7, 7, 7)]
+    kept = F.validate(cs, lambda c: (6, 6, 6) if c.line == 1 else (6, 3, 6))
+    assert [c.line for c in kept] == [1]
+
+
+def test_far_falls_through_the_stages_on_a_synthetic_set():
+    rng = random.Random(0)
+    key = 100
+    per = []
+    for r in range(3):
+        cs = [_c(key, rng.randint(5, 7), rng.randint(5, 7), rng.randint(5, 7), r)]
+        cs += [_c(rng.randint(1, 60), rng.randint(1, 7), rng.randint(1, 7), rng.randint(1, 5), r) for _ in range(12)]
+        per.append(cs)
+    far = lambda cs: RM.score([{"key_line": key, "comments": [{"line": c.line} for c in cs]}])["far1"]
+    coarse = F.coarse(per[0])
+    top = F.top_k(coarse, 5)
+    meta = F.top_k(F.meta_merge([F.top_k(F.coarse(p), 5) for p in per]), 5)
+    val = F.validate(meta, lambda c: (7, 7, 7) if c.line == key else (2, 2, 2))
+    seq = [far(per[0]), far(coarse), far(top), far(meta), far(val)]
+    assert all(a >= b for a, b in zip(seq, seq[1:])) and seq[0] > seq[-1]
+
+
+def test_formatter_round_trip_and_marks_agree_with_the_diff():
+    old = SRC.split("\n")
+    new = list(old)
+    new[D_LINE - 1] = new[D_LINE - 1].replace("y + 1", "y + 2")
+    new.insert(8, "    // a comment")
+    fd = diff(old, new)
+    shown = [8, 9, 10, 14, 15, 16]
+    text = lineformat.render(new, shown, fd, "inline")
+    rows = lineformat.parse(text)
+    assert [n for m, n, _ in rows if m != "-"] == shown
+    assert {n for m, n, _ in rows if m == "+"} == set(fd.added) & set(shown)
+    dels = [(n, t) for m, n, t in rows if m == "-"]
+    assert dels == [(D_LINE, old[D_LINE - 1])]           # old-file number of the replaced line
+    assert "..." in text
+    plain = lineformat.render(new, shown, fd, "none")
+    assert not lineformat.parse(plain) and "+    // a comment" in plain
+
+
+# ---- the mutant oracle and the honesty rules, on the bundled minilib ---------------------------
+
+@pytest.fixture(scope="module")
+def minilib(tmp_path_factory):
+    from icml25.studies.code_review import data_corpus as C
+    from icml25.studies.code_review import data_mrs as D
+
+    root = tmp_path_factory.mktemp("cr")
+    raw, out = root / "data" / "raw" / "smoke" / "code_review", root / "proc"
+    raw.mkdir(parents=True)
+    cfg = {"corpus": {"name": "minilib"}, "data_seed": 0,
+           "data": {"n_mrs": 6, "max_candidates": 16, "max_per_function": 1, "benign_edits": [2, 3], "test_percent": 30}}
+    C.download(cfg, raw)
+    meta = D.build(cfg, raw, out)
+    return cfg, raw, out, meta
+
+
+def test_pristine_passes_and_every_kept_mr_compiles_and_fails(minilib):
+    from icml25.studies.code_review import data_corpus as C
+    from icml25.studies.code_review import data_mrs as D
+
+    cfg, raw, out, meta = minilib
+    assert meta["pristine"] == {"passed": 20, "failed": 0}
+    s = C.spec(cfg)
+    h = C.Harness(out / "corpus", s)
+    try:
+        assert not h.run((out / "corpus" / s["lib"]).read_text()).killed(s["pristine_pass"])
+        for mr in D.load(out):
+            o = h.run(mr["text"])
+            assert o.compiled and o.killed(s["pristine_pass"]), mr["id"]
+            assert mr["key_line"] in mr["fd"].added
+            assert mr["after"] in mr["text"].split("\n")[mr["key_line"] - 1]
+    finally:
+        h.close()
+
+
+def test_train_and_test_functions_are_disjoint_and_training_refuses_test_mrs(minilib):
+    from icml25.studies.code_review import data_mrs as D
+    from icml25.studies.code_review import pipeline as P
+
+    _, _, out, _ = minilib
+    mrs = D.load(out)
+    tr = {m["function"] for m in mrs if m["split"] == "train"}
+    te = {m["function"] for m in mrs if m["split"] == "test"}
+    assert tr and te and not tr & te
+    with pytest.raises(AssertionError, match="training MRs only"):
+        P.training_examples([m for m in mrs if m["split"] == "test"], ["left_flow"], ["inline"], len, 200, 0)
+
+
+def test_pretraining_text_leaves_out_the_test_functions(minilib):
+    from icml25.studies.code_review.study import _pretrain_texts
+
+    _, _, out, meta = minilib
+    texts = _pretrain_texts(out)
+    lib = (out / "corpus" / "minilib.cpp").read_text()
+    assert texts[0] != lib  # the library part, less the test functions (the header keeps their prototypes)
+    for fn in meta["test_functions"]:
+        assert fn + "(" in lib and fn + "(" not in texts[0]
+
+
+def test_prompts_do_not_depend_on_the_mutation_log(minilib):
+    """The reviewer sees only the MR's code: changing the recorded mutation leaves every prompt the same."""
+    from icml25.studies.code_review import data_mrs as D
+    from icml25.studies.code_review import pipeline as P
+
+    _, _, out, _ = minilib
+    mr = D.load(out, "test")[0]
+
+    class Spy:
+        def __init__(self):
+            self.prompts = []
+
+        def generate_batch(self, prompts, n=1, temperature=0.0, seed=0):
+            self.prompts += prompts
+            return [["none"] * n for _ in prompts]
+
+    def prompts(m):
+        spy = Spy()
+        snips = P.snippets(m, "left_flow", "inline", len, 400)
+        P.review(spy, m, snips, 2, 0.8, 0)
+        return spy.prompts
+
+    forged = dict(mr, key_line=1, op="lcr", category="security", before="x", after="y", edits=[])
+    assert prompts(mr) == prompts(forged) and prompts(mr)
+    assert all(str(mr["key_line"]) not in p.split("<|out|>")[1] for p in prompts(mr))
+
+
+def test_tinyxml2_pristine_passes_its_463_checks(tmp_path):
+    """The real mini corpus, where its tarball is already downloaded (DVC cache or a mini run)."""
+    from icml25.studies.code_review import data_corpus as C
+
+    s = C.SOURCES["tinyxml2"]
+    raw = Path(__file__).resolve().parents[3] / "data" / "raw" / "mini" / "code_review"
+    if not (raw / s["orig"]).exists():
+        pytest.skip("tinyxml2 source package not downloaded (run the mini download stage)")
+    assert C.sha256(raw / s["orig"]) == s["sha256"]
+    src = C.extract({"corpus": {"name": "tinyxml2"}}, raw, tmp_path / "src")
+    h = C.Harness(src, s)
+    try:
+        o = h.run((src / s["lib"]).read_text())
+    finally:
+        h.close()
+    assert (o.passed, o.failed) == (463, 0)
