@@ -190,7 +190,8 @@ def pretrain_texts(cfg: dict, raw_dir: Path, splits: dict) -> list[str]:
         chars += len(p)
     docs += picked
     rng.shuffle(docs)
-    return docs
+    cap = d.get("max_pretrain_docs")
+    return docs[: int(cap)] if cap else docs
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
