@@ -15,9 +15,13 @@ EOS = "<|endoftext|>"
 
 
 def quiet() -> None:
+    import warnings
+
     from icml25.core import hf
 
     hf.quiet()
+    # transformers 5.24 renames the KV-cache argument (past_key_values -> cache) with a FutureWarning per call
+    warnings.filterwarnings("ignore", message=".*past_key_values.*", category=FutureWarning)
 
 
 # ---- tokenizer --------------------------------------------------------------------------------------
