@@ -51,7 +51,7 @@ def test_full_scale_parquet_and_hub_loaders_on_local_stand_ins(tmp_path, file_se
     site.mkdir()
     words = ["good", "bad", "fine", "dull", "great", "weak"]
     for split, n in (("train", 40), ("validation", 10), ("test", 30)):
-        pd.DataFrame({"text": [f"a {words[i % 6]} film number {i} here" for i in range(n)],
+        pd.DataFrame({"text": [f"a {words[i % 6]} {split} film number {i} here" for i in range(n)],
                       "label": [i % 2 for i in range(n)]}).to_parquet(site / f"{split}.parquet")
     pd.DataFrame({"text": ["some general english text for pretraining " * 5] * 3}).to_parquet(site / "wiki.parquet")
     url = file_server(site)
