@@ -8,41 +8,38 @@ import numpy as np
 def prompted_candidates(model, task, examples: list[dict], label: int, n: int, k_shot: int, max_tokens: int,
                         temperature: float, top_k: int, generator, banned=None) -> list[list[int]]:
     """LM-prompted synthetic text (few-shot generation): the prompt is k_shot real examples of the class in
-    the task format ("<text> It was great" + eos), then the LM samples a new text until eos / max_tokens.
-    The label word is in the prompt (label-prompted sampling: this is the baseline, not GRADMM)."""
+    the task format ("<text> It was great" + eos), then the LM samples a new text until eos / max_tokens
+    (HF `generate`, all n candidates in one left-padded batch). The label word is in the prompt
+    (label-prompted sampling: this is the baseline, not GRADMM)."""
     import torch
 
     pool = [e for e in examples if int(e["label"]) == label]
-    rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=generator)))
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    rng = np.random.default_rng(seed)
     word = task.label_ids[label]
-    out = []
+    ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings")
+    prompts = []
+    for _ in range(n):
+        shots = rng.choice(len(pool), size=min(k_shot, len(pool)), replace=False)
+        prefix = []
+        for j in shots:
+            prefix += task.encode(pool[j]["text"], max_tokens) + [word, task.eos]
+        prompts.append([task.eos] + prefix[-(int(ctx) - max_tokens - 1):])  # keep the newest shots in context
+    from .lm import pad_left
+
+    ids, mask = pad_left(prompts, task.eos)
+    torch.manual_seed(seed)
     model.eval()
     with torch.no_grad():
-        for _ in range(n):
-            shots = rng.choice(len(pool), size=min(k_shot, len(pool)), replace=False)
-            prefix = [task.eos]
-            for j in shots:
-                prefix += task.encode(pool[j]["text"], max_tokens) + [word, task.eos]
-            ctx = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings")
-            prefix = [task.eos] + prefix[-(int(ctx) - max_tokens - 1):]  # keep the newest shots in context
-            ids = torch.tensor([prefix])
-            past, new = None, []
-            inp = ids
-            for _ in range(max_tokens):
-                o = model(input_ids=inp, past_key_values=past, use_cache=True)
-                past = o.past_key_values
-                logits = o.logits[0, -1] / temperature
-                if top_k:
-                    kth = torch.topk(logits, top_k).values[-1]
-                    logits = torch.where(logits < kth, torch.full_like(logits, -float("inf")), logits)
-                nxt = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
-                if nxt == task.eos:
-                    break
-                new.append(nxt)
-                inp = torch.tensor([[nxt]])
-            if new:
-                out.append(new)
-    return out
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=float(temperature),
+                             top_k=int(top_k) or None, max_new_tokens=int(max_tokens), eos_token_id=task.eos,
+                             pad_token_id=task.eos)
+    res = []
+    for row in out[:, ids.shape[1]:].tolist():
+        row = row[: row.index(task.eos)] if task.eos in row else row
+        if row:
+            res.append(row)
+    return res
 
 
 def select(cands: list[dict], score, top_n: int, calibrate: bool) -> list[dict]:
