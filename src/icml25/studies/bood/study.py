@@ -131,14 +131,19 @@ def fit_base(cfg, data_dir, out_dir):
     np.save(out_dir / "z_train.npy", z)
     enc_acc = float((cosine_logits(torch.from_numpy(zt), torch.from_numpy(anchors), float(lat["tau"]))
                      .argmax(1).numpy() == yt).mean() * 100)
-    model, curve = Dec.train_decoder(cfg["decoder"], x, z, seed)
-    Dec.save_decoder(out_dir / "decoder.pt", model)
     indep_cfg = {**cfg, "classifier": cfg["independent"]}
     indep, _, _ = T.train_classifier(indep_cfg, x, y, seed + 1000)
     torch.save(indep.state_dict(), out_dir / "independent.pt")
-    dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:])
+    if cfg["decoder"].get("kind", "diffusion_ae") == "sd":  # full: SD v1.4 is used as it is, not trained
+        dec, curve = Dec.StableDiffusionDecoder(cfg["decoder"]["model"]), []
+    else:
+        model, curve = Dec.train_decoder(cfg["decoder"], x, z, seed)
+        Dec.save_decoder(out_dir / "decoder.pt", model)
+        dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:])
     n = min(len(xt), int(cfg["decoder"]["n_check"]))
     rec = dec.decode(zt[:n], seed + 7)
+    if rec.shape[1:] != xt.shape[1:]:  # SD decodes at its own resolution: compare at the data's
+        rec = torch.nn.functional.interpolate(torch.from_numpy(rec), size=xt.shape[-2:], mode="bilinear").numpy()
     psnr = float(np.mean(10 * np.log10(1.0 / np.maximum(((rec - xt[:n]) ** 2).mean(axis=(1, 2, 3)), 1e-10))))
     lg = T.logits_of(indep, rec)
     write_json(out_dir / "report.json", {
@@ -161,7 +166,10 @@ def _load_base(cfg, base_dir: Path, shape):
 
     anchors = load_anchors(base_dir / "anchors.npy")
     z = np.load(base_dir / "z_train.npy")
-    dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1])
+    if cfg["decoder"].get("kind", "diffusion_ae") == "sd":
+        dec = Dec.StableDiffusionDecoder(cfg["decoder"]["model"])
+    else:
+        dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1])
     ic = cfg["independent"]
     indep = ConvNet(shape[0], shape[-1], tuple(ic["widths"]), int(ic["hidden"]), len(anchors))
     indep.load_state_dict(torch.load(base_dir / "independent.pt", weights_only=True))
@@ -200,6 +208,8 @@ def synthesise(cfg, method, seed, x, y, base_dir):
 
     pred = cosine_logits(torch.from_numpy(zo), torch.from_numpy(anchors), float(cfg["latent"]["tau"])).argmax(1)
     imgs = dec.decode(zo, seed * 1000 + 3)
+    if imgs.shape[1:] != x.shape[1:]:  # SD decodes at 512px: the classifier trains at the data's resolution
+        imgs = torch.nn.functional.interpolate(torch.from_numpy(imgs), size=x.shape[-2:], mode="bilinear").numpy()
     conf = torch.softmax(T.logits_of(indep, imgs), 1).max(1).values
     rows += [{"setting": "synth", "metric": "cross_frac", "value": float((pred.numpy() != src).mean())},
              {"setting": "synth", "metric": "indep_conf_ood", "value": float(conf.mean())},
