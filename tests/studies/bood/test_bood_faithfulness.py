@@ -173,3 +173,22 @@ def test_decoder_reconstructs_from_its_own_features_and_uses_the_condition():
     assert psnr(rec, x[:64]) > psnr(wrong, x[:64]) + 3.0  # the condition, not a generic sample, decides
     assert dec.decode(z[:3], seed=5).shape == (3, 1, 8, 8)
     np.testing.assert_array_equal(dec.decode(z[:3], seed=5), dec.decode(z[:3], seed=5))
+
+
+@pytest.mark.parametrize("prediction", ["sample", "epsilon"])
+def test_our_ddim_step_is_diffusers_ddim_step(prediction):
+    from icml25.studies.bood import decoder as Dec
+
+    cfg = {"train_timesteps": 1000, "beta_schedule": "squaredcos_cap_v2", "prediction": prediction, "sample_steps": 4}
+    schedule = Dec.ddim_schedule(cfg)
+    _, sched = Dec.schedulers(cfg)
+    sched.set_timesteps(4)
+    assert schedule["timesteps"] == [int(t) for t in sched.timesteps]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 1, 4, 4, generator=g)
+    for t in sched.timesteps:
+        out = 1.5 * torch.randn(5, 1, 4, 4, generator=g)  # beyond [-1, 1]: the clipping counts
+        want = sched.step(out, t, x).prev_sample
+        got = Dec.ddim_step(schedule, out, int(t), x)
+        assert torch.allclose(got, want, atol=1e-5)
+        x = want

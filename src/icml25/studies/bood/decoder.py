@@ -111,16 +111,45 @@ def train_decoder(cfg: dict, images: np.ndarray, feats: np.ndarray, seed: int):
     return model, curve
 
 
+def ddim_schedule(cfg: dict) -> dict:
+    """The numbers DDIM sampling needs, taken from diffusers' DDIMScheduler (set up from the training
+    DDPMScheduler's config): saved beside the decoder so that decoding jobs need not import diffusers
+    (its import alone cost ~8 CPU-s per job, more than the decoding)."""
+    _, sched = schedulers(cfg)
+    sched.set_timesteps(int(cfg["sample_steps"]))
+    c = sched.config
+    return {"alphas_cumprod": [float(a) for a in sched.alphas_cumprod], "timesteps": [int(t) for t in sched.timesteps],
+            "step_ratio": int(c.num_train_timesteps // sched.num_inference_steps),
+            "final_alpha_cumprod": float(sched.final_alpha_cumprod), "prediction": c.prediction_type,
+            "clip": bool(c.clip_sample), "clip_range": float(c.clip_sample_range)}
+
+
+def ddim_step(schedule: dict, model_output: torch.Tensor, t: int, x: torch.Tensor) -> torch.Tensor:
+    """One deterministic DDIM step (eta = 0), the update of diffusers' DDIMScheduler.step (a test checks it)."""
+    ac = schedule["alphas_cumprod"]
+    prev = t - schedule["step_ratio"]
+    a_t = ac[t]
+    a_prev = ac[prev] if prev >= 0 else schedule["final_alpha_cumprod"]
+    if schedule["prediction"] == "sample":
+        x0 = model_output
+        eps = (x - a_t**0.5 * x0) / (1 - a_t) ** 0.5
+    else:
+        eps = model_output
+        x0 = (x - (1 - a_t) ** 0.5 * eps) / a_t**0.5
+    if schedule["clip"]:
+        x0 = x0.clamp(-schedule["clip_range"], schedule["clip_range"])
+    return a_prev**0.5 * x0 + (1 - a_prev) ** 0.5 * eps
+
+
 class DiffusionDecoder:
     """`decode(features, seed)`: DDIM with classifier-free guidance, images in [0, 1]."""
 
-    def __init__(self, model: Denoiser, cfg: dict, shape: tuple[int, ...]):
+    def __init__(self, model: Denoiser, cfg: dict, shape: tuple[int, ...], schedule: dict | None = None):
         self.model, self.cfg, self.shape = model, cfg, tuple(shape)
+        self.schedule = schedule or ddim_schedule(cfg)
 
     @torch.no_grad()
     def decode(self, feats, seed: int, batch: int = 512) -> np.ndarray:
-        _, sched = schedulers(self.cfg)
-        sched.set_timesteps(int(self.cfg["sample_steps"]))
         w = float(self.cfg["guidance"])
         c_all = prep_cond(torch.as_tensor(np.asarray(feats), dtype=torch.float32))
         g = torch.Generator().manual_seed(int(seed))
@@ -131,24 +160,31 @@ class DiffusionDecoder:
             x = torch.randn((n, *self.shape), generator=g)
             cc = torch.cat([c, c])
             drop = torch.cat([torch.zeros(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool)])
-            for t in sched.timesteps:
+            for t in self.schedule["timesteps"]:
                 tt = torch.full((2 * n,), int(t), dtype=torch.long)
                 eps = self.model(torch.cat([x, x]), tt, cc, drop)
                 e_c, e_u = eps[:n], eps[n:]
-                x = sched.step(e_c + w * (e_c - e_u), t, x).prev_sample
+                x = ddim_step(self.schedule, e_c + w * (e_c - e_u), int(t), x)
             out.append(((x.clamp(-1, 1) + 1) / 2).numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, *self.shape), np.float32)
 
 
-def save_decoder(path, model: Denoiser) -> None:
+def save_decoder(path, model: Denoiser, cfg: dict) -> None:
+    import json
+    from pathlib import Path
+
     torch.save(model.state_dict(), path)
+    Path(path).with_suffix(".ddim.json").write_text(json.dumps(ddim_schedule(cfg)))
 
 
 def load_decoder(path, cfg: dict, shape, cond_dim: int) -> DiffusionDecoder:
+    import json
+    from pathlib import Path
+
     model = Denoiser(int(np.prod(shape)), cond_dim, int(cfg["width"]), int(cfg["depth"]))
     model.load_state_dict(torch.load(path, weights_only=True))
     model.eval()
-    return DiffusionDecoder(model, cfg, shape)
+    return DiffusionDecoder(model, cfg, shape, json.loads(Path(path).with_suffix(".ddim.json").read_text()))
 
 
 class StableDiffusionDecoder:

@@ -138,7 +138,7 @@ def fit_base(cfg, data_dir, out_dir):
         dec, curve = Dec.StableDiffusionDecoder(cfg["decoder"]["model"]), []
     else:
         model, curve = Dec.train_decoder(cfg["decoder"], x, z, seed)
-        Dec.save_decoder(out_dir / "decoder.pt", model)
+        Dec.save_decoder(out_dir / "decoder.pt", model, cfg["decoder"])
         dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:])
     n = min(len(xt), int(cfg["decoder"]["n_check"]))
     rec = dec.decode(zt[:n], seed + 7)
