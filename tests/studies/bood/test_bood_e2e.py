@@ -18,7 +18,7 @@ def test_snakemake_smoke_end_to_end(workflow_copy):
     root = workflow_copy
     path = root / "config" / "studies" / "bood.yaml"
     raw = yaml.safe_load(path.read_text())
-    raw["methods"] = ["bood", "dream_ood", "vos", "msp"]  # fewer jobs: every stage and hook still runs
+    raw["methods"] = ["bood", "msp"]  # fewer jobs (CI time): every stage and hook still runs
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     git_init(root)
     snakemake(root, "all", "--config", "scale=smoke", "studies=[bood]", "tracking=false", "--cores", "2")
