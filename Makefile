@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps spikingjelly==2.0.0
 	# deepinv (deal's check against the reference DEAL) likewise: its declared torchvision would replace torch
 	$(BIN)/pip install -q --no-deps deepinv==0.5.0 einops==0.8.2 natsort==8.4.0
+	# pytorch-ood (bood's VOS loss) likewise: it declares torchvision; bood loads its loss module without it
+	$(BIN)/pip install -q --no-deps pytorch-ood==0.4.0
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
