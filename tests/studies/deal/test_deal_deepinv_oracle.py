@@ -59,6 +59,9 @@ def deepinv():
     finally:
         if stub is not None:
             sys.meta_path.remove(stub)
+            # leave no stub torchvision behind: later tests (bood's VOS loader) ask whether torchvision exists
+            for k in [k for k in sys.modules if k == "torchvision" or k.startswith("torchvision.")]:
+                del sys.modules[k]
 
 
 def _copy_weights(ours: DEAL, impl) -> None:
