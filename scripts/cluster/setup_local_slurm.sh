@@ -17,6 +17,8 @@
 #   - proctrack/linuxproc + task/none: works in containers without a writable cgroup tree.
 # Exit codes: 0 ready, 2 cannot install (not root / no apt-get), 3 foreign slurm.conf, 4 did not start.
 set -euo pipefail
+# daemons and runuser live in sbin, which a non-login shell's PATH may lack
+export PATH="$PATH:/usr/sbin:/sbin"
 
 MARKER="# managed by icml25 scripts/cluster/setup_local_slurm.sh"
 CONF=/etc/slurm/slurm.conf

@@ -4,6 +4,8 @@
 #   scripts/cluster/teardown_local_slurm.sh           # stop daemons, keep packages/config/logs
 #   scripts/cluster/teardown_local_slurm.sh --purge   # also remove our slurm.conf and state
 set -uo pipefail
+# the daemons live in sbin, which a non-login shell's PATH may lack
+export PATH="$PATH:/usr/sbin:/sbin"
 
 MARKER="# managed by icml25 scripts/cluster/setup_local_slurm.sh"
 CONF=/etc/slurm/slurm.conf
