@@ -88,6 +88,90 @@ def workflow_copy(tmp_path) -> Path:
     return copy_workflow(tmp_path / "wf")
 
 
+def _smoke_study_names(session) -> list[str]:
+    """The studies this pytest session's tests ask `study_smoke` for: a test's `name` parameter (the
+    contract suite), else the study folder it lives in (tests/studies/<study>/)."""
+    names = set()
+    for item in session.items:
+        if "study_smoke" not in getattr(item, "fixturenames", ()):
+            continue
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "name" in params:
+            names.add(params["name"])
+        else:
+            parts = Path(str(item.path)).parts
+            if "studies" in parts[:-1]:
+                names.add(parts[parts.index("studies") + 1])
+    return sorted(names)
+
+
+def _study_failure(root: Path, name: str, proc) -> str:
+    logs = sorted((root / "logs").glob(f"*/smoke/{name}*")) + sorted((root / "logs").glob(f"*/smoke/{name}/**/*.log"))
+    tails = [f"--- {p.relative_to(root)}\n{p.read_text()[-1500:]}" for p in logs if p.is_file() and p.stat().st_size]
+    errors = [l for l in proc.stdout.splitlines() + proc.stderr.splitlines() if "Error in rule" in l or name in l and "rror" in l]
+    return f"study {name}: its smoke jobs did not all finish (snakemake rc {proc.returncode})\n" + "\n".join(errors[-20:] + tails[-4:])
+
+
+@pytest.fixture(scope="session")
+def study_smoke(request, tmp_path_factory):
+    """study_smoke(name) -> root of the tree of ONE real `snakemake all` run at smoke scale over every study
+    this session's tests ask for (--keep-going: a broken study fails only its own tests). It is each study's
+    one smoke run: the contract suite and the study's own end-to-end test both read it, so the suite pays for
+    it once, with both cores busy. Tests that change files copy the tree first."""
+    state: dict = {}
+
+    def get(name: str) -> Path:
+        if "root" not in state:
+            names = _smoke_study_names(request.session)
+            state["names"] = names if name in names else [*names, name]
+            state["root"] = root = copy_workflow(tmp_path_factory.mktemp("study_smoke") / "wf")
+            git_init(root)
+            state["proc"] = snakemake(root, "all", "--config", "scale=smoke", f"studies=[{','.join(state['names'])}]",
+                                      "--cores", "2", "--keep-going", check=False, timeout=5400)
+        root = state["root"]
+        if name not in state["names"]:  # asked for by a test the collection did not see (e.g. a plugin)
+            state["names"].append(name)
+            state["proc"] = snakemake(root, "all", "--config", "scale=smoke", f"studies=[{name}]", "--cores", "2",
+                                      check=False, timeout=3600)
+        done = root / "results" / "smoke" / "tables" / f"{name}.claims.json"
+        if not done.exists() or not (root / "results" / "smoke" / "figures" / name / "figures.json").exists():
+            pytest.fail(_study_failure(root, name, state["proc"]))
+        return root
+
+    return get
+
+
+def copy_study_tree(root: Path, name: str, dest: Path) -> Path:
+    """A workflow copy holding one study's smoke data and results out of `root` (a study_smoke tree), for
+    tests that change files or config: the shared tree stays as the run left it."""
+    dest = copy_workflow(dest)
+    for sub in ("data/raw", "data/processed", "results"):
+        src = root / sub / "smoke" / name
+        if src.exists():
+            shutil.copytree(src, dest / sub / "smoke" / name)
+    return dest
+
+
+def claims_with_methods(root: Path, name: str, methods: list[str], dest: Path) -> dict:
+    """The study's claims when only `methods` ran: its smoke results copied out of `root` (a study_smoke
+    tree) into a workflow copy whose config lists just those methods, the table stage rerun in-process.
+    Returns {claim id: claim}: a claim whose method did not run must say n.a., not crash."""
+    import json
+
+    import yaml
+
+    from icml25 import cli
+
+    dest = copy_study_tree(root, name, dest)
+    path = dest / "config" / "studies" / f"{name}.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["methods"] = list(methods)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert cli.main(["table", "--root", str(dest), "--scale", "smoke", "--study", name]) == 0
+    claims = json.loads((dest / "results" / "smoke" / "tables" / f"{name}.claims.json").read_text())["claims"]
+    return {c["id"]: c for c in claims}
+
+
 @pytest.fixture(scope="session")
 def smoke_tree(tmp_path_factory) -> Path:
     """The whole DAG at smoke scale, run once through the real snakemake CLI (shared by tests), on the

@@ -6,15 +6,11 @@ import io
 import json
 import tarfile
 
-from conftest import snakemake
-
 STUDY = "code_review"
 
 
-def test_snakemake_smoke_end_to_end(workflow_copy):
-    root = workflow_copy
-    snakemake(root, f"results/smoke/tables/{STUDY}.md", f"results/smoke/figures/{STUDY}",
-              "--config", "scale=smoke", f"studies=[{STUDY}]", "tracking=false", "--cores", "1")
+def test_snakemake_smoke_end_to_end(study_smoke):
+    root = study_smoke(STUDY)  # the session's one smoke run through the snakemake CLI
     md = (root / "results" / "smoke" / "tables" / f"{STUDY}.md").read_text()
     assert "## Claims" in md and "LeftFlow" in md and "flag every added line" in md
     claims = {c["id"]: c for c in json.loads((root / "results" / "smoke" / "tables" / f"{STUDY}.claims.json").read_text())["claims"]}

@@ -139,13 +139,8 @@ def test_full_scale_loaders_on_local_stand_ins(tmp_path, file_server):
         S.download(cfg, raw)
 
 
-def test_smoke_dag_through_snakemake(tmp_path):
-    from conftest import copy_workflow, git_init, snakemake
-
-    root = copy_workflow(tmp_path / "wf")
-    git_init(root)
-    snakemake(root, "results/smoke/tables/ficgcn.md", "results/smoke/figures/ficgcn", "--config", "scale=smoke",
-              "studies=[ficgcn]", "tracking=false", "--cores", "2")
+def test_smoke_dag_through_snakemake(study_smoke):
+    root = study_smoke("ficgcn")  # the session's one smoke run through the snakemake CLI
     res = root / "results" / "smoke"
     md = (res / "tables" / "ficgcn.md").read_text()
     assert S.PAPER.title in md and "## Claims" in md and "64.1 s" in md

@@ -6,15 +6,11 @@ import json
 import pytest
 import yaml
 
-from conftest import git_init, snakemake
 
 
 @pytest.mark.slow
-def test_smoke_through_snakemake(workflow_copy):
-    root = workflow_copy
-    git_init(root)
-    # a generous guard: on a free core this takes ~2 min; on the shared machine at load 20-30 it took > 15 min
-    snakemake(root, "all", "--config", "scale=smoke", "studies=[gaussmarker]", "--cores", "2", timeout=3600)
+def test_smoke_through_snakemake(study_smoke):
+    root = study_smoke("gaussmarker")  # the session's one smoke run through the snakemake CLI
     raw = yaml.safe_load((root / "config/studies/gaussmarker.yaml").read_text())
     methods = raw["methods"]
     runs = json.loads((root / "results/smoke/gaussmarker/mlflow_runs.json").read_text())["runs"]

@@ -6,17 +6,14 @@ import json
 
 import pytest
 
-from conftest import copy_workflow, git_init, snakemake
 from icml25.core.errors import UserError
 
 STUDY = "ttfs"
 
 
 @pytest.mark.slow
-def test_smoke_through_snakemake(tmp_path):
-    root = copy_workflow(tmp_path / "wf")
-    git_init(root)
-    snakemake(root, "all", "--config", "scale=smoke", f"studies=[{STUDY}]", "--cores", "2")
+def test_smoke_through_snakemake(study_smoke):
+    root = study_smoke(STUDY)  # the session's one smoke run through the snakemake CLI
     res = root / "results" / "smoke"
     claims = json.loads((res / "tables" / f"{STUDY}.claims.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["ttfs_exact_lossless", "ttfs_approaches_ann", "naive_ttfs_loses",
