@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -136,6 +137,10 @@ def test_template_gnr_fails_the_negative_control():
 
 
 @pytest.mark.slow
+# a known gap (issue 18), not a check CI can learn from: ~2 CPU-min to train a GNR that is known to fall short;
+# ICML25_RUN_KNOWN_GAPS=1 runs it (it xfails until the GNR is trained to the paper's standard)
+@pytest.mark.skipif(not os.environ.get("ICML25_RUN_KNOWN_GAPS"), reason="known gap of issue 18 (GNR under-trained at "
+                    "the mini budget); ICML25_RUN_KNOWN_GAPS=1 runs it")
 @pytest.mark.xfail(strict=False, reason="at the mini CPU budget (nf 8, 1500 steps; official nf 128, 50k steps) the "
                    "GNR is under-trained: measured in the mini fit_base, seed 0: Flip_0.35(Rot_75(m)) restored to "
                    "0.885 (> 0.9 wanted) and random bits to 0.649 (0.5 +- 0.05 wanted); see the study README")
