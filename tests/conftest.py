@@ -88,21 +88,28 @@ def workflow_copy(tmp_path) -> Path:
     return copy_workflow(tmp_path / "wf")
 
 
-def _smoke_study_names(session) -> list[str]:
-    """The studies this pytest session's tests ask `study_smoke` for: a test's `name` parameter (the
-    contract suite), else the study folder it lives in (tests/studies/<study>/)."""
-    names = set()
+def _smoke_studies(session) -> dict[str, list[str] | None]:
+    """The studies this pytest session's tests ask `study_smoke` for (the study folder a test lives in,
+    tests/studies/<study>/), each with the methods its module's SMOKE_METHODS names (None: all of them)."""
+    out: dict[str, list[str] | None] = {}
     for item in session.items:
         if "study_smoke" not in getattr(item, "fixturenames", ()):
             continue
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if "name" in params:
-            names.add(params["name"])
-        else:
-            parts = Path(str(item.path)).parts
-            if "studies" in parts[:-1]:
-                names.add(parts[parts.index("studies") + 1])
-    return sorted(names)
+        parts = Path(str(item.path)).parts
+        if "studies" in parts[:-1]:
+            out[parts[parts.index("studies") + 1]] = getattr(item.module, "SMOKE_METHODS", None)
+    return out
+
+
+def _limit_methods(root: Path, studies: dict[str, list[str] | None]) -> None:
+    import yaml
+
+    for name, methods in studies.items():
+        path = root / "config" / "studies" / f"{name}.yaml"
+        if methods and path.exists():
+            raw = yaml.safe_load(path.read_text())
+            raw["methods"] = list(methods)
+            path.write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
 def _study_failure(root: Path, name: str, proc) -> str:
@@ -114,22 +121,24 @@ def _study_failure(root: Path, name: str, proc) -> str:
 
 @pytest.fixture(scope="session")
 def study_smoke(request, tmp_path_factory):
-    """study_smoke(name) -> root of the tree of ONE real `snakemake all` run at smoke scale over every study
-    this session's tests ask for (--keep-going: a broken study fails only its own tests). It is each study's
-    one smoke run: the contract suite and the study's own end-to-end test both read it, so the suite pays for
-    it once, with both cores busy. Tests that change files copy the tree first."""
+    """study_smoke(name) -> root of ONE real `snakemake all` run at smoke scale over every study whose own
+    tests ask for it (--keep-going: a broken study fails only its own tests), each with its test module's
+    SMOKE_METHODS. It replaces one snakemake run per study: one DAG keeps both cores busy and pays Snakemake's
+    start-up once. A test that changes files copies its study out first (copy_study_tree)."""
     state: dict = {}
 
     def get(name: str) -> Path:
         if "root" not in state:
-            names = _smoke_study_names(request.session)
-            state["names"] = names if name in names else [*names, name]
+            studies = _smoke_studies(request.session)
+            studies.setdefault(name, None)
+            state["names"] = sorted(studies)
             state["root"] = root = copy_workflow(tmp_path_factory.mktemp("study_smoke") / "wf")
+            _limit_methods(root, studies)
             git_init(root)
             state["proc"] = snakemake(root, "all", "--config", "scale=smoke", f"studies=[{','.join(state['names'])}]",
                                       "--cores", "2", "--keep-going", check=False, timeout=5400)
         root = state["root"]
-        if name not in state["names"]:  # asked for by a test the collection did not see (e.g. a plugin)
+        if name not in state["names"]:  # asked for by a test the collection did not see
             state["names"].append(name)
             state["proc"] = snakemake(root, "all", "--config", "scale=smoke", f"studies=[{name}]", "--cores", "2",
                                       check=False, timeout=3600)
@@ -142,34 +151,18 @@ def study_smoke(request, tmp_path_factory):
 
 
 def copy_study_tree(root: Path, name: str, dest: Path) -> Path:
-    """A workflow copy holding one study's smoke data and results out of `root` (a study_smoke tree), for
-    tests that change files or config: the shared tree stays as the run left it."""
+    """A workflow copy holding one study's smoke data and results out of `root` (a study_smoke tree), for a
+    test that changes files: the shared tree stays as the run left it."""
     dest = copy_workflow(dest)
-    for sub in ("data/raw", "data/processed", "results"):
-        src = root / sub / "smoke" / name
-        if src.exists():
-            shutil.copytree(src, dest / sub / "smoke" / name)
+    for sub in ("data/raw/smoke", "data/processed/smoke", "results/smoke", "results/smoke/figures"):
+        if (root / sub / name).exists():
+            shutil.copytree(root / sub / name, dest / sub / name)
+    (dest / "results" / "smoke" / "tables").mkdir(parents=True, exist_ok=True)
+    for f in (root / "results" / "smoke" / "tables").glob(f"{name}.*"):
+        shutil.copy2(f, dest / "results" / "smoke" / "tables" / f.name)
+    cfg = root / "config" / "studies" / f"{name}.yaml"
+    shutil.copy2(cfg, dest / "config" / "studies" / f"{name}.yaml")  # with the run's SMOKE_METHODS
     return dest
-
-
-def claims_with_methods(root: Path, name: str, methods: list[str], dest: Path) -> dict:
-    """The study's claims when only `methods` ran: its smoke results copied out of `root` (a study_smoke
-    tree) into a workflow copy whose config lists just those methods, the table stage rerun in-process.
-    Returns {claim id: claim}: a claim whose method did not run must say n.a., not crash."""
-    import json
-
-    import yaml
-
-    from icml25 import cli
-
-    dest = copy_study_tree(root, name, dest)
-    path = dest / "config" / "studies" / f"{name}.yaml"
-    raw = yaml.safe_load(path.read_text())
-    raw["methods"] = list(methods)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    assert cli.main(["table", "--root", str(dest), "--scale", "smoke", "--study", name]) == 0
-    claims = json.loads((dest / "results" / "smoke" / "tables" / f"{name}.claims.json").read_text())["claims"]
-    return {c["id"]: c for c in claims}
 
 
 @pytest.fixture(scope="session")
