@@ -12,8 +12,7 @@ import numpy as np
 import yaml
 
 
-
-# the methods of this study in the session's shared smoke run (conftest.study_smoke); fewer jobs (CI time): every stage and hook still runs
+# this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
 SMOKE_METHODS = ["bood", "msp"]
 
 

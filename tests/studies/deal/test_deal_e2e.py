@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 
-
-# the methods of this study in the session's shared smoke run (conftest.study_smoke); fewer jobs: every stage and hook still runs
+# this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
 SMOKE_METHODS = ["deal", "deal_noattn", "tv"]
 
 

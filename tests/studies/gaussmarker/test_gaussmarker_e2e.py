@@ -7,7 +7,6 @@ import pytest
 import yaml
 
 
-
 @pytest.mark.slow
 def test_smoke_through_snakemake(study_smoke):
     root = study_smoke("gaussmarker")  # the session's one smoke run through the snakemake CLI

@@ -7,8 +7,7 @@ import json
 import pytest
 
 
-
-# the methods of this study in the session's shared smoke run (conftest.study_smoke); fewer jobs (CI time): every stage and hook still runs
+# this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
 SMOKE_METHODS = ["real", "gradmm"]
 
 

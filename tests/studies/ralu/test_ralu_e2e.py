@@ -8,11 +8,10 @@ import json
 import math
 import threading
 
-
 from conftest import copy_study_tree
 
 
-# the methods of this study in the session's shared smoke run (conftest.study_smoke); fewer jobs
+# this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
 SMOKE_METHODS = ["ralu", "pot"]
 
 

@@ -8,8 +8,7 @@ import json
 import yaml
 
 
-
-# the methods of this study in the session's shared smoke run (conftest.study_smoke); fewer jobs: every stage and hook still runs
+# this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
 SMOKE_METHODS = ["ar", "tokenswift"]
 
 
