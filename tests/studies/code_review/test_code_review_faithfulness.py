@@ -149,6 +149,32 @@ def test_formatter_round_trip_and_marks_agree_with_the_diff():
     assert not lineformat.parse(plain) and "+    // a comment" in plain
 
 
+def test_wrong_variable_mutants_swap_same_typed_variables_in_scope_only():
+    from icml25.studies.code_review import data_mutants as M
+
+    src = b"""int f(int a, int b, const char* s, const char* t) {
+    int c = a + 1;
+    if (a < b) {
+        int d = 2;
+        return c + d;
+    }
+    c = b;
+    long e = c;
+    return s[0] + t[0] + e;
+}
+"""
+    got = {(m.line, m.before, m.after) for m in M.mutants(src) if m.op == "wrong_var"}
+    # the earliest-named other variable of the same type in scope replaces each read
+    assert (2, "a", "b") in got and (7, "b", "a") in got and (5, "c", "a") in got and (9, "s", "t") in got
+    assert not any(v == "d" or w == "d" for _, v, w in got)          # d lives in a nested block
+    assert not any(ln == 7 and v == "c" for ln, v, _ in got)         # a write target is not a read
+    assert not any({v, w} & {"e"} for _, v, w in got)                # no other long in scope
+    assert not any(w == "c" and ln <= 2 for ln, _, w in got)         # c is not in scope before its declaration
+    for m in M.mutants(src):
+        if m.op == "wrong_var":
+            assert m.apply(src).decode().split("\n")[m.line - 1] != src.decode().split("\n")[m.line - 1]
+
+
 # ---- the mutant oracle and the honesty rules, on the bundled minilib ---------------------------
 
 @pytest.fixture(scope="module")
@@ -177,15 +203,31 @@ def test_pristine_passes_and_every_kept_mr_compiles_and_fails(minilib):
     try:
         assert not h.run((out / "corpus" / s["lib"]).read_text()).killed(s["pristine_pass"])
         for mr in D.load(out):
-            # A mutant with undefined behaviour (e.g. `<` -> `<=` reading one past the end) fails the tests on
-            # some runs only (measured: 3 of 6 runs for one minilib MR); the build keeps it on the run it killed.
-            # So a kept MR must compile and be killed on at least one of eight reruns; a mutant the tests never
-            # notice would fail this. Known gap: the build does not yet require a kill on every run.
-            runs = [h.run(mr["text"]) for _ in range(8)]
+            # The build keeps a mutant only if every one of its runs (ASLR off) fails; a fresh harness must
+            # see the same on every rerun, so a mutant that fails by chance (undefined behaviour) fails this.
+            runs = [h.run(mr["text"]) for _ in range(3)]
             assert all(o.compiled for o in runs), mr["id"]
-            assert any(o.killed(s["pristine_pass"]) for o in runs), (mr["id"], runs)
+            assert all(o.killed(s["pristine_pass"]) for o in runs), (mr["id"], runs)
             assert mr["key_line"] in mr["fd"].added
             assert mr["after"] in mr["text"].split("\n")[mr["key_line"] - 1]
+    finally:
+        h.close()
+
+
+def test_a_mutant_that_fails_on_some_runs_only_is_not_a_kill(minilib, monkeypatch):
+    from icml25.studies.code_review import data_corpus as C
+
+    cfg, _, out, _ = minilib
+    s = C.spec(cfg)
+    h = C.Harness(out / "corpus", s, runs=3)
+    try:
+        lib = (out / "corpus" / s["lib"]).read_text()
+        seq = iter([C.Outcome(True, 19, 1), C.Outcome(True, 20, 0), C.Outcome(True, 19, 1)])
+        monkeypatch.setattr(h, "_execute", lambda exe: next(seq))
+        o = h.run(lib)
+        assert o.unstable and not o.killed(s["pristine_pass"])
+        seq = iter([C.Outcome(True, crashed=True)] * 3)
+        assert h.run(lib).killed(s["pristine_pass"])
     finally:
         h.close()
 

@@ -2,9 +2,11 @@
 
 Each MR = one key-bug mutant + 2-6 benign edits elsewhere, as one multi-hunk diff of the library file.
 An MR is kept only if its file compiles and the library's test driver then fails (a check fails, it
-crashes or times out): the key bug is a user-visible failure. Outcomes are cached by the sha256 of the
-compiled text and of the driver (so the cache can never be stale). Train and test MRs have disjoint
-key-bug functions (a function is a test function by a hash of its name).
+crashes or times out) on every one of `data.kill_runs` runs with ASLR off: the key bug is a user-visible,
+reproducible failure (a mutant with undefined behaviour that fails on some runs only is dropped).
+Outcomes are cached by the sha256 of the compiled text, the driver and the kill criterion (so the cache
+can never be stale). Train and test MRs have disjoint key-bug functions (a function is a test function
+by a hash of its name).
 """
 from __future__ import annotations
 
@@ -41,10 +43,12 @@ def build(cfg: dict, raw_dir: Path, out_dir: Path) -> dict:
     lib_text = (src_dir / s["lib"]).read_text()
     src = lib_text.encode()
     d = cfg["data"]
-    harness = C.Harness(src_dir, s, float(d.get("test_timeout", 20)))
+    kill_runs = int(d.get("kill_runs", 3))
+    harness = C.Harness(src_dir, s, float(d.get("test_timeout", 20)), kill_runs)
     try:
         pristine = harness.run(lib_text)
-        if not pristine.compiled or pristine.failed or pristine.passed != s["pristine_pass"]:
+        if (not pristine.compiled or pristine.failed or pristine.unstable
+                or pristine.passed != s["pristine_pass"]):
             raise UserError(f"code_review: the pristine {s['lib']} does not pass its tests ({pristine})")
         cache_file = _cache_path(raw_dir)
         cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
@@ -61,12 +65,14 @@ def build(cfg: dict, raw_dir: Path, out_dir: Path) -> dict:
             if per_fn.get(mut.function, 0) >= int(d["max_per_function"]):
                 continue
             text, key, edits = M.synthesize(src, mut, funcs, rng, tuple(d["benign_edits"]))
-            h = hashlib.sha256((driver_sha + text).encode()).hexdigest()
+            # the kill criterion is part of the key: an outcome of one run (ASLR on) is never reused
+            h = hashlib.sha256(f"{driver_sha}|runs={kill_runs}|aslr_off={bool(harness.prefix)}|{text}".encode()).hexdigest()
             tried += 1
             if h not in cache:
                 o = harness.run(text)
                 cache[h] = {"compiled": o.compiled, "killed": o.killed(s["pristine_pass"]), "passed": o.passed,
-                            "failed": o.failed, "crashed": o.crashed, "timed_out": o.timed_out}
+                            "failed": o.failed, "crashed": o.crashed, "timed_out": o.timed_out,
+                            "unstable": o.unstable, "runs": kill_runs, "aslr_off": bool(harness.prefix)}
             res = cache[h]
             if not res["killed"]:
                 continue

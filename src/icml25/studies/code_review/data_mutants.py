@@ -6,6 +6,8 @@ Operators (each a one-line change, so the mutated line is one added line of the 
 * off_by_one: an integer literal in a comparison, subscript or bound +1        category security (bounds)
 * negate: an if/while condition c -> !(c)                                      category logic
 * return_const: return true <-> false, return 0 <-> 1, return nullptr -> 0 ... category logic
+* wrong_var: a use of a variable replaced by another variable of the same declared type that is in
+  scope there (a parameter, or a local declared earlier at the function's top level)  category logic
 Benign edits (behaviour-preserving): a comment line inserted above a statement; a local renamed
 throughout its function.
 """
@@ -18,7 +20,8 @@ from . import cxx
 
 ROR = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 LCR = {"&&": "||", "||": "&&"}
-CATEGORY = {"ror": "logic", "lcr": "logic", "off_by_one": "security", "negate": "logic", "return_const": "logic"}
+CATEGORY = {"ror": "logic", "lcr": "logic", "off_by_one": "security", "negate": "logic", "return_const": "logic",
+            "wrong_var": "logic"}
 RETURN_SWAP = {"true": "false", "false": "true", "0": "1", "1": "0", "nullptr": "0", "-1": "0"}
 COMMENTS = ["// keep the previous behaviour here", "// note: checked by the callers", "// TODO: tidy this block",
             "// see the documentation of this function", "// reviewed: no functional change"]
@@ -94,12 +97,63 @@ def mutants(src: bytes) -> list[Mutant]:
                     if t in RETURN_SWAP:
                         out.append(Mutant(name, "return_const", line, vals[0].start_byte, vals[0].end_byte, t,
                                           RETURN_SWAP[t]))
+        out += _wrong_var(fn, name)
     seen, uniq = set(), []
     for m in out:
         if (m.start, m.end, m.after) not in seen:
             seen.add((m.start, m.end, m.after))
             uniq.append(m)
     return uniq
+
+
+def _declared(decl) -> tuple[str, str] | None:
+    """(name, type) of a parameter or a one-name declaration: `T x`, `T* x`, `T& x`, `const T x`
+    (the type keeps qualifiers and the pointer/reference mark), or None."""
+    ds = decl.children_by_field_name("declarator")
+    ty = decl.child_by_field_name("type")
+    if len(ds) != 1 or ty is None:
+        return None
+    d, marks = ds[0], ""
+    if d.type == "init_declarator":
+        d = d.child_by_field_name("declarator")
+    while d is not None and d.type in ("pointer_declarator", "reference_declarator"):
+        marks += "*" if d.type == "pointer_declarator" else "&"
+        d = d.child_by_field_name("declarator") or (d.named_children[-1] if d.named_children else None)
+    if d is None or d.type != "identifier":
+        return None
+    quals = " ".join(cxx.text(c) for c in decl.children if c.type == "type_qualifier")
+    return cxx.text(d), f"{quals} {cxx.text(ty)}{marks}".strip()
+
+
+def _wrong_var(fn, name: str) -> list[Mutant]:
+    """Uses of a variable swapped for another of the same type in scope at the use (parameters, and
+    locals declared before the use as direct statements of the body: visible to the end of it)."""
+    body = fn.child_by_field_name("body")
+    fdecl = fn.child_by_field_name("declarator")
+    while fdecl is not None and fdecl.type != "function_declarator":
+        fdecl = fdecl.child_by_field_name("declarator")
+    scope = []   # (name, type, visible from byte)
+    params = fdecl.child_by_field_name("parameters") if fdecl is not None else None
+    for pd in (params.named_children if params is not None else []):
+        if pd.type == "parameter_declaration" and (nt := _declared(pd)):
+            scope.append((*nt, body.start_byte))
+    for st in body.named_children:
+        if st.type == "declaration" and (nt := _declared(st)):
+            scope.append((*nt, st.end_byte))
+    types = {n: ty for n, ty, _ in scope}
+    out = []
+    for n in cxx.identifiers(body):
+        v = cxx.text(n)
+        par = n.parent
+        if v not in types or par is None or par.type in ("init_declarator", "pointer_declarator",
+                                                         "reference_declarator", "declaration", "call_expression"):
+            continue
+        if par.type == "assignment_expression" and par.child_by_field_name("left") == n:
+            continue   # a wrong variable read, not a wrong target: the write would be a second change
+        alts = sorted(o for o, ty, vis in scope if o != v and ty == types[v] and vis <= n.start_byte)
+        for o in alts[:1]:
+            out.append(Mutant(name, "wrong_var", n.start_point[0] + 1, n.start_byte, n.end_byte, v, o))
+    return out
 
 
 @dataclass
