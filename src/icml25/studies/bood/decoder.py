@@ -212,32 +212,28 @@ class StableDiffusionDecoder:
         tok, enc = self.pipe.tokenizer, self.pipe.text_encoder
         text = self.prompt.format(placeholder)
         ids = tok(text, padding="max_length", max_length=tok.model_max_length, return_tensors="pt").input_ids
-        pos = (ids[0] == tok(placeholder, add_special_tokens=False).input_ids[0]).nonzero()[0, 0]
-        emb_layer = enc.get_input_embeddings()
+        pos = int((ids[0] == tok(placeholder, add_special_tokens=False).input_ids[0]).nonzero()[0, 0])
         images = []
         g = torch.Generator(self.device).manual_seed(int(seed))
         for f in np.asarray(feats):
-            embeds = emb_layer(ids.to(self.device)).clone()
-            embeds[0, pos] = torch.as_tensor(f, dtype=embeds.dtype, device=self.device)
-            hidden = enc(inputs_embeds=embeds)[0] if _takes_inputs_embeds(enc) else _encode_embeds(enc, embeds)
+            hidden = _encode_with_token(enc, ids.to(self.device), pos, torch.as_tensor(f, device=self.device))
             img = self.pipe(prompt_embeds=hidden, num_inference_steps=self.steps, guidance_scale=self.guidance,
                             height=self.size, width=self.size, generator=g, output_type="np").images[0]
             images.append(np.transpose(img, (2, 0, 1)))
         return np.stack(images).astype(np.float32)
 
 
-def _takes_inputs_embeds(enc) -> bool:
-    import inspect
+def _encode_with_token(enc, ids, pos: int, vec):
+    """The text encoder's last hidden states for `ids` with the input token embedding at `pos` replaced by
+    `vec`. A forward hook on the token-embedding layer does the swap, so the model's own forward adds the
+    positions and the causal mask (transformers 4 and 5 lay CLIPTextModel out differently)."""
+    def swap(_module, _inputs, out):
+        out = out.clone()
+        out[0, pos] = vec.to(out.dtype)
+        return out
 
-    return "inputs_embeds" in inspect.signature(enc.forward).parameters
-
-
-def _encode_embeds(enc, embeds):
-    """CLIPTextModel without an `inputs_embeds` argument: add positions and run its transformer."""
-    tm = enc.text_model
-    pos = tm.embeddings.position_embedding(tm.embeddings.position_ids[:, : embeds.shape[1]])
-    h = embeds + pos
-    n = h.shape[1]
-    mask = torch.full((n, n), float("-inf"), device=h.device).triu(1)[None, None]
-    h = tm.encoder(inputs_embeds=h, causal_attention_mask=mask)[0]
-    return tm.final_layer_norm(h)
+    hook = enc.get_input_embeddings().register_forward_hook(swap)
+    try:
+        return enc(input_ids=ids)[0]
+    finally:
+        hook.remove()

@@ -1,8 +1,9 @@
 """Networks: the image encoder of the text-aligned latent space (stage 1) with its cosine classifier, and
 the classifier trained from scratch in stage 3 (every method shares it).
 
-At mini scale both are small CNNs on 16x16 gray images; at full scale the paper's ResNet-18/34 (not built
-here, see the page) would take their place behind the same `features` / `forward` interface.
+At mini scale both are small CNNs on 16x16 gray images; at full scale the paper's ResNet-18/34 (the CIFAR
+variant: a 3x3 stem without max-pooling, as in Dream-OOD's and BOOD's CIFAR-100 code) take their place
+behind the same `features` / `forward` / `fc` interface. `make_net` picks one from a config block's `arch`.
 """
 from __future__ import annotations
 
@@ -31,12 +32,64 @@ class ConvNet(nn.Module):
         return self.fc(self.features(x))
 
 
+class BasicBlock(nn.Module):
+    """Two 3x3 conv-BN layers with an identity (or 1x1 conv-BN) shortcut."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(h)) + self.shortcut(x))
+
+
+RESNET_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
+
+
+class ResNet(nn.Module):
+    """CIFAR ResNet: 3x3 stem (64), four stages of BasicBlocks (64, 128, 256, 512; stride 2 from the
+    second), global average pooling; `features(x)` is the 512-d pooled representation."""
+
+    def __init__(self, blocks=(2, 2, 2, 2), in_ch: int = 3, out: int = 10):
+        super().__init__()
+        layers, c = [nn.Conv2d(in_ch, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()], 64
+        for i, (n, w) in enumerate(zip(blocks, (64, 128, 256, 512))):
+            for j in range(n):
+                layers.append(BasicBlock(c, w, 2 if (i > 0 and j == 0) else 1))
+                c = w
+        self.body = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(512, out)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x))
+
+
+def make_net(spec: dict, in_ch: int, size: int, out: int) -> nn.Module:
+    """The network a config block names: `arch: convnet` (default; `widths`, `hidden`) or resnet18/34."""
+    arch = spec.get("arch", "convnet")
+    if arch == "convnet":
+        return ConvNet(in_ch, size, tuple(spec["widths"]), int(spec["hidden"]), out)
+    if arch in RESNET_BLOCKS:
+        return ResNet(RESNET_BLOCKS[arch], in_ch, out)
+    raise ValueError(f"bood: unknown arch '{arch}' (convnet, {', '.join(RESNET_BLOCKS)})")
+
+
 class Encoder(nn.Module):
     """x -> z in R^d (the latent the decoder is conditioned on); no classifier head of its own."""
 
-    def __init__(self, in_ch: int = 1, size: int = 16, widths=(32, 64), hidden: int = 128, dim: int = 32):
+    def __init__(self, spec: dict, in_ch: int = 1, size: int = 16, dim: int = 32):
         super().__init__()
-        self.net = ConvNet(in_ch, size, widths, hidden, dim)
+        self.net = make_net(spec, in_ch, size, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

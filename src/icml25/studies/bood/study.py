@@ -162,7 +162,7 @@ def _load_base(cfg, base_dir: Path, shape):
     import torch
 
     from . import decoder as Dec
-    from .models import ConvNet
+    from .models import make_net
 
     anchors = load_anchors(base_dir / "anchors.npy")
     z = np.load(base_dir / "z_train.npy")
@@ -171,7 +171,7 @@ def _load_base(cfg, base_dir: Path, shape):
     else:
         dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1])
     ic = cfg["independent"]
-    indep = ConvNet(shape[0], shape[-1], tuple(ic["widths"]), int(ic["hidden"]), len(anchors))
+    indep = make_net(ic, shape[0], shape[-1], len(anchors))
     indep.load_state_dict(torch.load(base_dir / "independent.pt", weights_only=True))
     indep.eval()
     return anchors, z, dec, indep
@@ -249,11 +249,11 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir):
 
     from . import data as D, training as T
     from .metrics import auroc, fpr_at_95_tpr
-    from .models import ConvNet, energy_score, msp_score
+    from .models import energy_score, make_net, msp_score
 
     xt, yt = D.load(data_dir, "test")
     c = cfg["classifier"]
-    net = ConvNet(xt.shape[1], xt.shape[-1], tuple(c["widths"]), int(c["hidden"]), int(yt.max()) + 1)
+    net = make_net(c, xt.shape[1], xt.shape[-1], int(yt.max()) + 1)
     net.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
     net.eval()
     score = msp_score if method == "msp" else energy_score

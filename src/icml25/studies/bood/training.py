@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .models import ConvNet, Encoder, cosine_logits
+from .models import Encoder, cosine_logits, make_net
 
 
 def _sgd(params, cfg, total_steps):
@@ -47,7 +47,7 @@ def train_encoder(cfg: dict, x: np.ndarray, y: np.ndarray, anchors: np.ndarray, 
     gen = torch.Generator().manual_seed(seed)
     X, Y = torch.from_numpy(x), torch.from_numpy(y)
     A = torch.from_numpy(anchors).float()
-    enc = Encoder(X.shape[1], X.shape[-1], tuple(lat["widths"]), int(lat["hidden"]), A.shape[1])
+    enc = Encoder(lat, X.shape[1], X.shape[-1], A.shape[1])
     bs, epochs = int(lat["batch"]), int(lat["epochs"])
     nb = len(_batches(len(X), bs, gen))
     opt, sched = _sgd(enc.parameters(), lat, epochs * nb)
@@ -113,7 +113,7 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
     gen = torch.Generator().manual_seed(seed)
     X, Y = torch.from_numpy(x), torch.from_numpy(y)
     n_cls = int(Y.max()) + 1
-    net = ConvNet(X.shape[1], X.shape[-1], tuple(c["widths"]), int(c["hidden"]), n_cls)
+    net = make_net(c, X.shape[1], X.shape[-1], n_cls)
     head = torch.nn.Linear(1, 2)
     params = list(net.parameters()) + list(head.parameters())
     vos = None
