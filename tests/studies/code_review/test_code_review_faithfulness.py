@@ -3,7 +3,6 @@ the line-aware format, the mutant oracle, and the honesty rules (no test MR in t
 in the prompts)."""
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 

@@ -95,7 +95,6 @@ def preprocess(cfg, raw_dir, out_dir):
 
 def _pretrain_texts(data_dir: Path) -> list[str]:
     """The corpus without the bodies of the test MRs' key-bug functions (the LM never sees them)."""
-    from . import data_corpus as C
     from . import data_mutants as M
 
     meta = json.loads((data_dir / "corpus_meta.json").read_text())
@@ -352,9 +351,10 @@ STUDY = Study(
     ],
     stand_ins={
         "smoke": "minilib (a 100-line C++ library with its own 20-check test driver, shipped in the package); "
-                 "a 2-layer LM trained for a few steps; numbers are meaningless (tests only).",
+                 "a 1-layer LM (d=32) trained for a few steps; numbers are meaningless (tests only).",
         "mini": "Debian's tinyxml2 9.0.0 (real C++, its xmltest driver: Pass 463, Fail 0) with seeded AST mutants "
-                "the driver kills, as multi-hunk MRs with benign edits; reviewer = a 4-layer GPT-2 (d=128) trained "
+                "the driver kills on each of 3 runs (ASLR off), as multi-hunk MRs with benign edits; reviewer = a "
+                "2-layer GPT-2 (d=64, 256-token context) trained "
                 "in the pipeline on the corpus and training MRs (disjoint functions); N reviewers = N samples.",
         "full": "BugsC++ real faults as fault-introducing MRs; Llama-3.1-70B-Instruct through vLLM with the paper's "
                 "role prompts (not run here).",
