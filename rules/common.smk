@@ -19,7 +19,7 @@ THREADS = int(config["threads"])
 ENV = "../envs/icml25.yaml"
 
 wildcard_constraints:
-    scale=r"(smoke|mini|full)(-x[1-9][0-9]*)?",
+    scale=r"(smoke|mini|full)(-x[1-9][0-9]*|-(?!x[0-9])[a-z][a-z0-9_]*)?",
     study="[a-z][a-z0-9_]*",
     method="[a-z][a-z0-9_]*",
     seed=r"\d+",

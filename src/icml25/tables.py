@@ -128,7 +128,7 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
     csv.insert(1, "scale", cfg["scale"])
     write_text(out_csv, csv.to_csv(index=False))
     p = study.paper
-    stand_in = study.stand_ins.get(cfg["scale"], "")
+    stand_in = stand_in_text(study, cfg)
     seeds = sorted(long.seed.unique().tolist())
     md = [
         f"# {study.name}: {p.title}",
@@ -166,10 +166,15 @@ def rst_escape(text: str) -> str:
     return text
 
 
+def stand_in_text(study: Study, cfg: dict) -> str:
+    """What stands in for the paper's setup: a scale variant's own `stand_in` text, else the scale's."""
+    return str(cfg.get("stand_in") or study.stand_ins.get(cfg["scale"], ""))
+
+
 def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> str:
     """The report caption of a study (reStructuredText): paper, stand-ins at this scale, claims, verdicts."""
     p, e = study.paper, rst_escape
-    stand_in = study.stand_ins.get(cfg["scale"], "") or "the paper's own setup."
+    stand_in = stand_in_text(study, cfg) or "the paper's own setup."
     counts = verdict_counts(claims)
     lines = [
         f"**{e(p.title)}** ({e(p.authors)}, {e(p.venue)}, arXiv {e(p.arxiv)}; official code: {e(p.code)}).",
@@ -197,7 +202,7 @@ def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) 
     import html
 
     p, h = study.paper, html.escape
-    stand_in = study.stand_ins.get(cfg["scale"], "")
+    stand_in = stand_in_text(study, cfg)
     rows = "".join(
         f"<tr><td>{h(c['claim'])}</td><td>{h(c['paper'])}</td><td>{h(c['ours'])}</td>"
         f"<td class='margin'>{h(margin_text(c))}</td><td>{h(seeds_text(c))}</td>"

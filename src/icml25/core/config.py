@@ -20,17 +20,32 @@ from .errors import UserError
 SCALES = ("smoke", "mini", "full")
 # a budget sweep's derived scale: `<scale>-x<factor>`, e.g. mini-x3 (the scale's budget knobs times 3)
 DERIVED = re.compile(r"^(smoke|mini|full)-x([1-9][0-9]*)$")
+# a declared variant of a scale: `<scale>-<name>` (scales.<scale>.variants.<name>, merged over the scale),
+# e.g. full-qwen2_5_7b: the same study at full scale with another model or dataset
+# (x<digits> names are the sweep's, never a variant's)
+VARIANT = re.compile(r"^(smoke|mini|full)-(?!x[0-9])([a-z][a-z0-9_]*)$")
 
 
 def parse_scale(scale: str) -> tuple[str, int]:
-    """('mini', 1) for 'mini', ('mini', 3) for 'mini-x3'; UserError for anything else."""
+    """('mini', 1) for 'mini' and for a variant 'full-<name>', ('mini', 3) for 'mini-x3'; UserError for
+    anything else (whether the variant is declared is checked per study, in `effective`)."""
     if scale in SCALES:
         return scale, 1
     m = DERIVED.match(str(scale))
-    if not m:
-        raise UserError(f"unknown scale '{scale}': choose one of {', '.join(SCALES)} "
-                        "(or <scale>-x<factor> for a budget sweep, e.g. mini-x3)")
-    return m.group(1), int(m.group(2))
+    if m:
+        return m.group(1), int(m.group(2))
+    m = VARIANT.match(str(scale))
+    if m:
+        return m.group(1), 1
+    raise UserError(f"unknown scale '{scale}': choose one of {', '.join(SCALES)} "
+                    "(or <scale>-x<factor> for a budget sweep, e.g. mini-x3, or <scale>-<variant> for a "
+                    "variant a study declares, e.g. full-qwen2_5_7b)")
+
+
+def variant_of(scale: str) -> str | None:
+    """The variant name of `<scale>-<name>`, None for a plain or sweep scale."""
+    m = VARIANT.match(str(scale))
+    return m.group(2) if m else None
 
 
 def _load_yaml(path: Path) -> Any:
@@ -108,17 +123,30 @@ def deep_merge(base: dict, over: dict) -> dict:
 
 def effective(raw: dict, scale: str) -> dict:
     """The config one (study, scale) runs with: common settings overridden by the scale's. A derived
-    scale `<scale>-x<f>` is the scale with each of its sweep knobs multiplied by f (and the sweep's seeds)."""
+    scale `<scale>-x<f>` is the scale with each of its sweep knobs multiplied by f (and the sweep's seeds);
+    a variant `<scale>-<name>` is the scale with `scales.<scale>.variants.<name>` merged over it (the
+    variants block never enters a scale's own config, so declaring one changes no result hash)."""
     base, factor = parse_scale(scale)
     if base not in raw["scales"]:
         raise UserError(f"study '{raw['study']}' has no '{base}' scale in config/studies/{raw['study']}.yaml")
-    cfg = deep_merge(raw.get("common", {}), raw["scales"][base])
+    scale_cfg = dict(raw["scales"][base] or {})
+    variants = scale_cfg.pop("variants", None) or {}
+    variant = variant_of(scale)
+    if variant is not None:
+        if variant not in variants:
+            raise UserError(f"study '{raw['study']}' declares no variant '{variant}' of scale '{base}' "
+                            f"(known: {', '.join(sorted(variants)) or 'none'}); add scales.{base}.variants."
+                            f"{variant} to config/studies/{raw['study']}.yaml")
+        scale_cfg = deep_merge(scale_cfg, variants[variant])
+    cfg = deep_merge(raw.get("common", {}), scale_cfg)
     cfg["study"] = raw["study"]
     cfg["scale"] = base  # studies branch on the scale (e.g. full-scale loaders); the factor is separate
     # a scale may run its own method list (e.g. an analysis of a dataset that only the full scale has)
-    cfg["methods"] = list(raw["scales"][base].get("methods") or raw["methods"])
+    cfg["methods"] = list(scale_cfg.get("methods") or raw["methods"])
     cfg.setdefault("seeds", [0])
-    if scale != base:
+    if variant is not None:
+        cfg["variant"] = variant
+    if DERIVED.match(str(scale)):
         sweep = sweep_spec(raw, base)
         for knob in sweep["knobs"]:
             _scale_knob(cfg, knob, factor, raw["study"])
