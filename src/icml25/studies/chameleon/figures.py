@@ -87,4 +87,35 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
         F.caption(fig, "Chameleon's pretraining weights for each swept lambda (one line per domain); the table's "
                        f"runs use lambda={cfg['chameleon']['lambda']}.")
         out.append(fig)
+
+    # 4. issue 31: the spectrum of Omega against the ridge, and the scores per lambda (why the weights saturate)
+    eig = agg[(agg.method == "chameleon") & (agg.metric == "omega_eig")]
+    if "chameleon" in methods and not eig.empty:
+        eig = eig.assign(rank=eig.setting.str.slice(3).astype(int)).sort_values("rank")
+        fig, axes = F.panels(2, name="krls_spectrum", title="Chameleon: spectrum of Omega and the KRLS per lambda")
+        ax = axes[0]
+        ax.plot(eig["rank"], eig["mean"].clip(lower=1e-12), marker="o", color="black", label="eigenvalue of Omega")
+        k = len(P)
+        for lam in lams:
+            ax.axhline(float(lam) * k, ls=":", lw=1, color="grey")
+            ax.annotate(f"λk, λ={lam}", (k, float(lam) * k), fontsize=7, ha="right", va="bottom")
+        ax.set_yscale("log")
+        ax.set_xlabel("rank")
+        ax.set_ylabel("eigenvalue (trace-normalised Omega)")
+        ax = axes[1]
+        for d in P:
+            vals = [agg[(agg.method == "chameleon") & (agg.setting == f"{d}@{lam}") & (agg.metric == "sweep_krls")]
+                    ["mean"] for lam in lams]
+            if all(len(v) for v in vals):
+                ax.plot(lams, [float(v.iloc[0]) for v in vals], marker="o", label=d)
+        ax.set_xscale("log")
+        ax.set_xlabel("lambda")
+        ax.set_ylabel("normalised KRLS")
+        F.legend(fig, ncols=4)
+        F.caption(fig, "Left: eigenvalues of the centred, trace-normalised domain affinity Omega that the scores "
+                       "come from, largest first, against the ridge lambda k of each swept lambda (a direction "
+                       "separates domains only where its eigenvalue exceeds lambda k). Right: each domain's "
+                       "normalised kernel ridge leverage score per lambda; the pretraining weight is "
+                       "softmax((1/S)/5), so the smallest score takes the mixture.")
+        out.append(fig)
     return out

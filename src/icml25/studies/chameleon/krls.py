@@ -39,6 +39,25 @@ def krls(omega: np.ndarray, lam: float) -> np.ndarray:
     return s / s.sum()
 
 
+def spectrum(omega: np.ndarray) -> np.ndarray:
+    """Eigenvalues of the (symmetric) affinity, largest first: the KRLS are
+    S_i = sum_j U_ij^2 sigma_j / (sigma_j + lambda k), so they separate domains only where sigma_j >~ lambda k."""
+    return np.sort(np.linalg.eigvalsh(np.asarray(omega, dtype=np.float64)))[::-1].copy()
+
+
+def krls_from_spectrum(omega: np.ndarray, lam: float) -> np.ndarray:
+    """The unnormalised KRLS through the eigendecomposition of Omega (equal to krls_raw: a check that the
+    logged eigenvalues are those of the kernel the scores come from)."""
+    sig, U = np.linalg.eigh(np.asarray(omega, dtype=np.float64))
+    k = len(omega)
+    return (U ** 2) @ (sig / (sig + lam * k))
+
+
+def saturated(weights, above: float = 0.9) -> bool:
+    """A mixture is saturated when one domain's weight is above `above` (near one-hot)."""
+    return bool(np.max(np.asarray(weights, dtype=np.float64)) > above)
+
+
 def softmax(z: np.ndarray) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.max())
@@ -56,7 +75,7 @@ def finetune_weights(S: np.ndarray, temperature: float = 0.2) -> np.ndarray:
 def chameleon(X: np.ndarray, lam: float, normalise: bool = True, pt_temp: float = 5.0, ft_temp: float = 0.2) -> dict:
     omega = affinity(X, normalise)
     S = krls(omega, lam)
-    return {"omega": omega, "S": S, "pretrain": pretrain_weights(S, pt_temp), "finetune": finetune_weights(S, ft_temp)}
+    return {"omega": omega, "eig": spectrum(omega), "S": S, "pretrain": pretrain_weights(S, pt_temp), "finetune": finetune_weights(S, ft_temp)}
 
 
 def spearman(a, b) -> float:

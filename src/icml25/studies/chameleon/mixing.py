@@ -34,6 +34,12 @@ def embed_all(model, toks: dict, domains: list[str], ecfg: dict, seed: int) -> t
     return np.stack(X), 2.0 * lm.n_params(model) * fwd_tokens
 
 
+def final_loss(curves: list[dict], last: int = 5) -> float:
+    """Mean of the last `last` logged training losses (each logged loss is one batch's)."""
+    vals = [float(c["value"]) for c in curves[-last:]]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
 def chameleon_weights(X: np.ndarray, ccfg: dict) -> dict:
     return krls.chameleon(X, float(ccfg["lambda"]), bool(ccfg["normalise_omega"]), float(ccfg["pt_temperature"]),
                           float(ccfg["ft_temperature"]))
@@ -113,13 +119,18 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path, workers: int | None = Non
     # 2.-5. Chameleon pretraining weights (+ lambda sweep)
     X, emb_flops = px["pretrain"]
     ch = chameleon_weights(X, ccfg)
+    # issue 31: the spectrum of the Omega the scores come from (trace-normalised when normalise_omega), the
+    # ridge lambda k it is compared with, and how well the proxy is trained (mean of its last logged losses)
     rec["chameleon"] = {"S": ch["S"].tolist(), "weights": ch["pretrain"].tolist(), "omega": ch["omega"].tolist(),
+                        "omega_eig": ch["eig"].tolist(), "ridge": float(ccfg["lambda"]) * len(P),
                         "embed_flops": emb_flops}
+    rec["proxy_loss"] = final_loss(res["curves"])
     rec["flops"] = {"uniform": 0.0, "proportional": 0.0, "chameleon": res["flops"] + emb_flops}
     rec["sweep"] = {}
     for lam in ccfg["lambda_sweep"]:
         r = krls.chameleon(X, float(lam), bool(ccfg["normalise_omega"]), float(ccfg["pt_temperature"]))
         rec["sweep"][str(lam)] = {"S": r["S"].tolist(), "weights": r["pretrain"].tolist(),
+                                  "ridge": float(lam) * len(P),
                                   "rho_vs_default": krls.spearman(r["pretrain"], ch["pretrain"])}
 
     # finetuning weights: KRLS among the finetuning domains, embedded with the same proxy

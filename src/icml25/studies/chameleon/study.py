@@ -42,12 +42,18 @@ METRICS = {
     "transfer_rho": ("Spearman rho: weights with new domains from the same proxy vs a retrained proxy", "higher"),
     "transfer_flops": ("FLOPs to get weights for new domains (same proxy / retrained proxy)", "lower"),
     "transfer_weight": ("weights over old + new domains (setting domain@same or domain@retrained)", ""),
+    "max_weight": ("largest domain weight of the pretraining mixture (saturated when above 0.9)", ""),
+    "omega_eig": ("eigenvalue of the domain affinity Omega the KRLS come from (setting eig<rank>, largest first)", ""),
+    "ridge": ("the ridge lambda k added to Omega (setting default, or lambda=<value> of the sweep)", ""),
+    "sweep_krls": ("normalised KRLS of the domain at a swept lambda (setting domain@lambda)", ""),
+    "proxy_loss": ("training loss of the uniform proxy at its end (mean of its last 5 logged batch losses)", "lower"),
     "regmix_r2": ("in-sample R^2 of RegMix-lite's linear regression over its proxy runs", "higher"),
 }
 
 # The paper's Table (SlimPajama-6B, 684M base): average perplexity and weight-compute FLOPs.
 PAPER_AVG_PPL = {"uniform": 24.20, "doremi": 23.34, "chameleon": 22.31, "doge": 22.32, "regmix": 24.36}
 PAPER_FLOPS = {"chameleon": 1.36e17, "doremi": 1.34e18}
+SATURATED_ABOVE = 0.9  # issue 31: a mixture with a domain weight above this is marked saturated in the table
 
 
 def validate(cfg: dict) -> None:
@@ -116,6 +122,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
     P, ft = base["pretrain_domains"], base["ft_domains"]
     w = mixture(method, base)
     rows = [{"setting": d, "metric": "weight", "value": v} for d, v in zip(P, w)]
+    rows.append({"setting": "pretrain", "metric": "max_weight", "value": float(max(w))})
     rows.append({"setting": "pretrain", "metric": "weight_flops", "value": base["flops"][method]})
     if method == "regmix" and base["regmix"]["train_r2"] == base["regmix"]["train_r2"]:  # not NaN
         rows.append({"setting": "regmix_fit", "metric": "regmix_r2", "value": base["regmix"]["train_r2"]})
@@ -136,10 +143,16 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
         rows += [{"setting": d, "metric": "ft_weight", "value": v} for d, v in zip(ft, fw)]
         curves += [{"setting": "finetune", "metric": "train_loss", **c} for c in r["curves"]]
     if method == "chameleon":
-        rows += [{"setting": d, "metric": "krls", "value": v} for d, v in zip(P, base["chameleon"]["S"])]
+        ch = base["chameleon"]
+        rows += [{"setting": d, "metric": "krls", "value": v} for d, v in zip(P, ch["S"])]
+        rows += [{"setting": f"eig{i + 1}", "metric": "omega_eig", "value": v} for i, v in enumerate(ch["omega_eig"])]
+        rows.append({"setting": "default", "metric": "ridge", "value": ch["ridge"]})
+        rows.append({"setting": "proxy", "metric": "proxy_loss", "value": base["proxy_loss"]})
         for lam, s in base["sweep"].items():
             rows += [{"setting": f"{d}@{lam}", "metric": "sweep_weight", "value": v} for d, v in zip(P, s["weights"])]
+            rows += [{"setting": f"{d}@{lam}", "metric": "sweep_krls", "value": v} for d, v in zip(P, s["S"])]
             rows.append({"setting": f"lambda={lam}", "metric": "sweep_rho", "value": s["rho_vs_default"]})
+            rows.append({"setting": f"lambda={lam}", "metric": "ridge", "value": s["ridge"]})
         tr = base["transfer"]
         rows.append({"setting": "transfer", "metric": "transfer_rho", "value": tr["rho"]})
         rows.append({"setting": "same_proxy", "metric": "transfer_flops", "value": tr["flops_same_proxy"]})
@@ -182,11 +195,22 @@ def n_beat_uniform(agg, method, domains) -> int:
     return sum(need(agg, method, d, "test_ppl")[0] < need(agg, "uniform", d, "test_ppl")[0] for d in domains)
 
 
+def saturation_mark(weights: dict[str, float], above: float = SATURATED_ABOVE) -> str:
+    """The table's saturation column: which domain holds more than `above` of a mixture, if one does."""
+    if not weights:
+        return ""
+    d, w = max(weights.items(), key=lambda kv: kv[1])
+    return f"yes: {d} {w:.3f}" if w > above else f"no (max {w:.2f})"
+
+
 def make_table(agg, cfg):
+    import math
+
     import pandas as pd
 
     from icml25.tables import fmt
 
+    sat_col = f"saturated (w > {SATURATED_ABOVE})"
     P = list(cfg["data"]["pretrain_domains"])
     ft = list(cfg["finetune"]["domains"])
     rows = []
@@ -206,18 +230,51 @@ def make_table(agg, cfg):
         for d in ft:
             c = _cell(agg, m, d, "ft_ppl")
             row[f"FT {d}"] = fmt(c[0], c[1], 1) if c else ""
+        row[sat_col] = ""
         rows.append(row)
     cols = list(rows[0]) if rows else []
-    for m in cfg["methods"]:  # the mixtures themselves
+
+    for m in cfg["methods"]:  # the mixtures themselves, marked when one domain holds more than 0.9
         row = dict.fromkeys(cols, "")
         row["method"] = f"weights: {METHODS[m].label}"
+        ws = {}
         for d in P:
             c = _cell(agg, m, d, "weight")
             row[d] = f"{c[0]:.3f}" if c else "–"
+            if c:
+                ws[d] = c[0]
         for d in ft:
             c = _cell(agg, m, d, "ft_weight")
             row[f"FT {d}"] = f"{c[0]:.3f}" if c else ""
+        row[sat_col] = saturation_mark(ws)
         rows.append(row)
+    if "chameleon" in cfg["methods"]:  # issue 31: the lambda sweep's mixtures, the scores, the spectrum
+        lam0 = cfg["chameleon"]["lambda"]
+        for lam in cfg["chameleon"]["lambda_sweep"]:
+            for metric, label in (("sweep_weight", "weights"), ("sweep_krls", "KRLS")):
+                row = dict.fromkeys(cols, "")
+                row["method"] = f"Chameleon {label} at λ={lam}" + (" (the runs' λ)" if lam == lam0 else "")
+                ws = {}
+                for d in P:
+                    c = _cell(agg, "chameleon", f"{d}@{lam}", metric)
+                    row[d] = f"{c[0]:.3f}" if c else "–"
+                    if c:
+                        ws[d] = c[0]
+                if metric == "sweep_weight":
+                    row[sat_col] = saturation_mark(ws)
+                rows.append(row)
+        eig = [_cell(agg, "chameleon", f"eig{i + 1}", "omega_eig") for i in range(len(P))]
+        if any(eig):
+            ridge = _cell(agg, "chameleon", "default", "ridge")
+            loss = _cell(agg, "chameleon", "proxy", "proxy_loss")
+            row = dict.fromkeys(cols, "")
+            row["method"] = ("Ω eigenvalues, largest first (columns by rank, not domain)"
+                             + (f"; ridge λk = {ridge[0]:.2f}" if ridge else "")
+                             + (f"; proxy loss {loss[0]:.2f} (ln V = {math.log(cfg['data']['vocab_size']):.2f})"
+                                if loss else ""))
+            for d, c in zip(P, eig):
+                row[d] = f"{c[0]:.3g}" if c else "–"
+            rows.append(row)
     for m in ("uniform", "doremi", "doge", "regmix", "chameleon"):
         row = dict.fromkeys(cols, "")
         row["method"] = f"paper: {m} (SlimPajama-6B, 684M)"
