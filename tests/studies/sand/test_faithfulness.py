@@ -244,8 +244,11 @@ def test_run_method_contract_all_methods():
             assert key in m and isinstance(m[key], float), (method, key)
         assert 0.0 <= m["test_metric"] <= 1.0
         assert ("recall_relevant" in m) == (method != "all")
-        assert len(r["selected"]) == (10 if method == "all" else 3)
-        assert m["retrain_epochs"] == (0 if method in ("sand", "all") else 2)
+        if method == "stg_paper":  # no k: as many features as gates stay open
+            assert len(r["selected"]) == m["stg_n_open"] == m["n_selected"]
+        else:
+            assert len(r["selected"]) == (10 if method == "all" else 3)
+        assert m["retrain_epochs"] == (0 if method in ("sand", "stg_paper", "all") else 2)
         assert (r["gains"] is not None) == (method == "sand")
         names = {c["metric"] for c in r["curves"]}
         assert {"train_loss", "val_metric"} <= names, (method, names)
@@ -310,3 +313,131 @@ def test_fashion_checksum_verification(tmp_path):
         D.verify_fashion_file(bad, "t10k-labels-idx1-ubyte.gz")
     with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
         D.acquire("fashion", tmp_path / "out", {"fashion_dir": str(tmp_path / "none")})
+
+
+# ------------------------------------------------------------------------------------------
+# STG, the paper's protocol (stg_paper): fixed lambda, the gated network scored, no k
+# ------------------------------------------------------------------------------------------
+def test_stg_paper_scores_the_gated_network_without_retraining(monkeypatch):
+    """Its accuracy is the gated network's own evaluation: rebuilding that one training (same seed
+    stream) and evaluating it gives the same numbers; no retraining function is ever called."""
+    from icml25.studies.sand import methods as Mth
+    from icml25.studies.sand.mlp import as_tensors, default_hidden, evaluate
+
+    data = _toy_clf(n=300, d=12)
+    hp = {"epochs": 6}
+
+    def no_retrain(*a, **k):
+        raise AssertionError("stg_paper must not retrain a network")
+
+    monkeypatch.setattr(Mth, "_train_eval_subset", no_retrain)
+    res = run_method("stg_paper", data, "clf", 3, hp, seed=4)
+    m = res["metrics"]
+    assert m["retrain_epochs"] == 0 and m["epochs_total"] == 6 and m["stg_trials"] == 1
+    assert sum(c["metric"] == "train_loss" for c in res["curves"]) == 6  # one training, 6 epochs
+
+    full = {**Mth.DEFAULT_HP, **hp}
+    Mth._seed_all(4, 1)
+    gate, model, _ = B.stg_paper_train(data, "clf", default_hidden(12), full)
+    te = as_tensors(data["X_test"], data["y_test"], "clf")
+    va = as_tensors(data["X_val"], data["y_val"], "clf")
+    assert m["test_metric"] == evaluate(model, *te, "clf")
+    assert m["val_metric"] == evaluate(model, *va, "clf")
+    assert res["selected"] == np.flatnonzero(gate.mu.detach().numpy() > 0).tolist()
+
+
+def test_stg_paper_has_no_k_constraint():
+    """The open gates are whatever lambda leaves: the same run for every k; lambda 0 keeps every gate open,
+    a large lambda closes more than a small one."""
+    data = _toy_clf(n=300, d=12)
+    runs = {k: run_method("stg_paper", data, "clf", k, {"epochs": 8}, seed=0) for k in (1, 3, 9)}
+    assert runs[1]["selected"] == runs[3]["selected"] == runs[9]["selected"]
+    assert runs[1]["metrics"]["test_metric"] == runs[9]["metrics"]["test_metric"]
+    m = runs[3]["metrics"]
+    assert m["n_selected"] == m["stg_n_open"] == len(runs[3]["selected"])
+    open0 = run_method("stg_paper", data, "clf", 3, {"epochs": 8, "stg_paper_lambda": 0.0}, seed=0)
+    assert open0["metrics"]["stg_n_open"] == 12 and len(open0["selected"]) == 12
+    fast = {"epochs": 15, "stg_gate_lr": 0.05}  # gates move fast enough to close within the test
+    few = run_method("stg_paper", data, "clf", 3, {**fast, "stg_paper_lambda": 20.0}, seed=0)
+    many = run_method("stg_paper", data, "clf", 3, {**fast, "stg_paper_lambda": 0.05}, seed=0)
+    assert few["metrics"]["stg_n_open"] < many["metrics"]["stg_n_open"]
+
+
+def test_stg_paper_uses_the_stg_package_scales(monkeypatch):
+    """Fixed lambda on the package's mean-penalty scale (our sum penalty gets lambda / n), mu init
+    0.5 + 0.01 N(0,1), and the package's weight decay: Adam L2 on the weights, mu decayed to 0.5 (not 0)."""
+    from icml25.studies.sand import mlp as Mlp
+
+    data = _toy_clf(n=200, d=10)
+    seen = {}
+    real_fit = B.fit
+
+    def spy_fit(model, *a, penalty=None, param_lrs=None, weight_decay=0.0, **k):
+        gate = model.front
+        seen.update(mu0=gate.mu.detach().clone(), wd=weight_decay, lrs=param_lrs)
+        with torch.no_grad():  # at mu = 0.5 the decay term vanishes: penalty = (lam/n) * n * Phi(1)
+            saved = gate.mu.detach().clone()
+            gate.mu.fill_(0.5)
+            seen["pen_half"] = float(penalty())
+            gate.mu.fill_(0.0)  # decay pulls towards 0.5: wd/2 * n * 0.25 on top of (lam/n) * n * Phi(0)
+            seen["pen_zero"] = float(penalty())
+            gate.mu.copy_(saved)
+        return real_fit(model, *a, penalty=penalty, param_lrs=param_lrs, weight_decay=weight_decay, **k)
+
+    monkeypatch.setattr(B, "fit", spy_fit)
+    run_method("stg_paper", data, "clf", 3, {"epochs": 1, "stg_paper_lambda": 1.9}, seed=0)
+    from scipy.stats import norm
+
+    assert abs(seen["pen_half"] - 1.9 * norm.cdf(1.0)) < 1e-5  # the mean over 10 gates, times lambda
+    assert abs(seen["pen_zero"] - (1.9 * 0.5 + 0.5 * 1e-3 * 10 * 0.25)) < 1e-5
+    mu0 = seen["mu0"]
+    assert abs(float(mu0.mean()) - 0.5) < 0.02 and 0.003 < float(mu0.std()) < 0.03
+    assert seen["wd"] == 1e-3 and len(seen["lrs"]) == 1  # mu in its own group
+    net = MLP(10, 4, 2, front=B.STGGate(10))
+    opt = Mlp.make_adam(net, 1e-3, {net.front.mu: 1e-3}, 1e-3)
+    assert [g["weight_decay"] for g in opt.param_groups] == [1e-3, 0.0]  # weights decay to 0, mu not
+    assert opt.param_groups[1]["params"][0] is net.front.mu
+    # our own protocol keeps its behaviour: no weight decay, the plain sum penalty
+    seen.clear()
+    run_method("stg", data, "clf", 3, {"epochs": 1, "stg_trials": 1}, seed=0)
+    assert seen["wd"] == 0.0 and abs(seen["pen_half"] - math.sqrt(1e-3 * 1.0) * 10 * norm.cdf(1.0)) < 1e-5  # lambda = the bisection midpoint
+
+
+def test_madelon500_recipe(tmp_path):
+    """Madelon's size: 500 columns, the first 20 relevant (5 informative + 15 redundant), the rest noise."""
+    from sklearn.feature_selection import f_classif
+
+    D.acquire("madelon500", tmp_path, {"data_seed": 0, "madelon_n_samples": 600})
+    with np.load(tmp_path / "madelon500.npz") as z:
+        X, y, rel = z["X"], z["y"], z["relevant"]
+    assert X.shape == (600, 500) and rel.tolist() == list(range(20))
+    assert D.DATASETS["madelon500"]["k"] == 20
+    # the redundant columns are linear combinations of the informative ones: rank 5 on the first 20
+    assert np.linalg.matrix_rank(X[:, :20].astype(np.float64), tol=1e-3) == 5
+    f = f_classif(X, y)[0]
+    assert np.median(f[:20]) > np.percentile(f[20:], 90)
+
+
+def _agg(cells):
+    import pandas as pd
+
+    rows = [{"method": m, "setting": s, "metric": "test_metric", "mean": float(np.mean(v)), "std": float(np.std(v)),
+             "n": len(v), "seeds": list(range(len(v))), "values": list(v)} for (m, s), v in cells.items()]
+    return pd.DataFrame(rows)
+
+
+def test_madelon_claim_compares_with_the_paper_protocol():
+    """madelon_vs_stg reads stg_paper (not our tuned-and-retrained stg) and takes the worse Madelon set."""
+    from icml25.studies.sand import study as S
+
+    cfg = {"data": {"datasets": ["madelon_like", "madelon500"]}, "n_features": {"madelon_like": 100, "madelon500": 500}}
+    base = {("sand", "madelon_like"): [0.80, 0.81, 0.82], ("sand", "madelon500"): [0.70, 0.71, 0.72],
+            ("stg", "madelon_like"): [0.99, 0.99, 0.99], ("stg", "madelon500"): [0.99, 0.99, 0.99]}
+    res = S.claim_madelon_vs_stg(_agg({**base, ("stg_paper", "madelon_like"): [0.60] * 3,
+                                       ("stg_paper", "madelon500"): [0.65] * 3}), cfg)
+    assert res.verdict == "holds" and abs(res.margin - 0.06) < 1e-9  # worst set: 0.71 - 0.65
+    res = S.claim_madelon_vs_stg(_agg({**base, ("stg_paper", "madelon_like"): [0.60] * 3,
+                                       ("stg_paper", "madelon500"): [0.75] * 3}), cfg)
+    assert res.verdict == "fails"  # madelon500 loses although madelon_like wins
+    with pytest.raises(KeyError):
+        S.claim_madelon_vs_stg(_agg(base), cfg)

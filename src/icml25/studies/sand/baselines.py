@@ -14,7 +14,16 @@ training loop; we implement the gate exactly as specified so costs/epochs are co
 
 lambda is chosen by a bisection on log(lambda) (each trial a full STG training) so that the
 number of open gates (mu_i > 0) is as close to k as possible; the final selection is the top-k
-mu of the closest trial.
+mu of the closest trial (``select_stg``; the study retrains a fresh MLP on it).
+
+``stg_paper`` is the protocol of the paper's SAND-vs-STG comparison (official SAND repository,
+``SANDvsSTG/run.py`` with the ``stg`` package): one STG training at a *fixed* lambda, no k
+constraint, and the gated network itself is scored (eval gates clip(mu, 0, 1)), no retraining.
+To match that package we use its penalty scale -- lambda * *mean*_i Phi(mu_i/sigma), i.e.
+``penalty(lam / n)`` here --, its mu init 0.5 + 0.01*N(0, 1) (our mu is the package's mu + 0.5) and
+its Adam weight decay 1e-3 on every parameter: on the network as Adam's L2 term, on the gates as the
+same L2 term pulling the package's mu to 0, i.e. ours to 0.5 (wd/2 * sum (mu - 0.5)^2 added to the
+loss); the gate and loop are ours (``stg_paper_train``).
 """
 from __future__ import annotations
 
@@ -45,10 +54,13 @@ def topk_indices(scores: np.ndarray, k: int) -> np.ndarray:
 # STG
 # ----------------------------------------------------------------------------------------------
 class STGGate(nn.Module):
-    def __init__(self, n: int, sigma: float = 0.5, mu_init: float = 0.5):
+    def __init__(self, n: int, sigma: float = 0.5, mu_init: float = 0.5, mu_init_std: float = 0.0):
         super().__init__()
         self.sigma = float(sigma)
-        self.mu = nn.Parameter(torch.full((n,), float(mu_init)))
+        mu = torch.full((n,), float(mu_init))
+        if mu_init_std:
+            mu = mu + float(mu_init_std) * torch.randn(n)
+        self.mu = nn.Parameter(mu)
 
     def gates(self) -> torch.Tensor:
         if self.training:
@@ -69,15 +81,41 @@ class STGGate(nn.Module):
 
 def stg_train(data: dict, task: str, lam: float, hidden: int, epochs: int, batch_size: int, lr: float,
               sigma: float, curves: list | None = None, prefix: str = "stg/",
-              gate_lr: float | None = None) -> STGGate:
+              gate_lr: float | None = None, return_model: bool = False, mu_init_std: float = 0.0,
+              weight_decay: float = 0.0):
+    """One STG training (penalty lam * sum_i Phi(mu_i/sigma)); the gate, or (gate, model) if return_model.
+
+    ``weight_decay`` > 0: Adam L2 on the network weights, and on the gates the stg package's decay of its
+    mu (= ours - 0.5) towards 0: weight_decay/2 * sum (mu - 0.5)^2 in the loss (the same gradient)."""
     Xtr, ytr = as_tensors(data["X_train"], data["y_train"], task)
     Xva, yva = as_tensors(data["X_val"], data["y_val"], task)
     n = Xtr.shape[1]
-    gate = STGGate(n, sigma=sigma)
+    gate = STGGate(n, sigma=sigma, mu_init_std=mu_init_std)
     model = MLP(n, hidden, n_outputs(task, data["y_train"]), front=gate)
-    fit(model, Xtr, ytr, Xva, yva, task, epochs, batch_size, lr, penalty=lambda: gate.penalty(lam),
-        prefix=prefix, curves=curves, param_lrs={gate.mu: gate_lr} if gate_lr else None)
-    return gate
+    if weight_decay:
+        wd = float(weight_decay)
+        penalty = lambda: gate.penalty(lam) + 0.5 * wd * ((gate.mu - 0.5) ** 2).sum()  # noqa: E731
+        param_lrs = {gate.mu: gate_lr or lr}  # its own group: no Adam decay towards 0 on mu
+    else:
+        penalty = lambda: gate.penalty(lam)  # noqa: E731
+        param_lrs = {gate.mu: gate_lr} if gate_lr else None
+    fit(model, Xtr, ytr, Xva, yva, task, epochs, batch_size, lr, penalty=penalty,
+        prefix=prefix, curves=curves, param_lrs=param_lrs, weight_decay=weight_decay)
+    return (gate, model) if return_model else gate
+
+
+def stg_paper_train(data: dict, task: str, hidden: int, hp: dict, curves: list | None = None):
+    """The paper's STG protocol: one training at the fixed ``stg_paper_lambda`` (the stg package's mean
+    penalty scale), no k constraint. Returns (gate, model, info); the caller scores ``model`` itself."""
+    n = int(data["X_train"].shape[1])
+    lam_mean = float(hp["stg_paper_lambda"])
+    epochs = int(hp.get("stg_epochs") or hp["epochs"])
+    gate, model = stg_train(data, task, lam_mean / n, hidden, epochs, hp["batch_size"], hp["lr"], hp["stg_sigma"],
+                            curves=curves, prefix="", return_model=True, gate_lr=hp.get("stg_gate_lr"),
+                            mu_init_std=float(hp["stg_paper_mu_init_std"]),
+                            weight_decay=float(hp["stg_paper_weight_decay"]))
+    info = {"epochs": epochs, "stg_lambda": lam_mean, "stg_n_open": gate.n_open(), "stg_trials": 1}
+    return gate, model, info
 
 
 def select_stg(data: dict, task: str, k: int, hidden: int, hp: dict, curves: list) -> tuple[np.ndarray, dict]:

@@ -6,6 +6,8 @@ Mini/smoke scale uses only offline sources:
 * ``madelon_like``   ``make_classification`` with the Madelon structure (5 informative +
                      5 redundant columns, 8 clusters/class, 90 noise columns); with
                      ``shuffle=False`` the relevant features are columns 0..9, k = 10
+* ``madelon500``     the same recipe at Madelon's size: 500 columns, 20 relevant (5 informative +
+                     15 redundant, columns 0..19), 8 clusters/class, 480 noise columns, k = 20
 * ``breast_cancer``  sklearn ``load_breast_cancer`` (569 x 30, 2 classes), k = 5
 * ``mnist1d``        generated procedurally with ``mnist1d.data.make_dataset`` (40 features,
                      10 classes; its own 80/20 train/test split), k = 10
@@ -40,11 +42,16 @@ import numpy as np
 DATASETS: dict[str, dict[str, Any]] = {
     "digits": {"task": "clf", "k": 16},
     "madelon_like": {"task": "clf", "k": 10},
+    "madelon500": {"task": "clf", "k": 20},
     "breast_cancer": {"task": "clf", "k": 5},
     "mnist1d": {"task": "clf", "k": 10},
     "diabetes": {"task": "reg", "k": 3},
     "fashion": {"task": "clf", "k": 60},
 }
+
+# the Madelon-like recipe (make_classification, 5 informative columns, 8 clusters per class) at two sizes:
+# name -> (n_features, n_redundant); relevant = the first 5 + n_redundant columns (shuffle=False)
+MADELON_SHAPES = {"madelon_like": (100, 5), "madelon500": (500, 15)}
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 FASHION_MD5 = {
@@ -174,15 +181,16 @@ def acquire(name: str, raw_dir: Path, opts: dict | None = None) -> list[Path]:
         from sklearn.datasets import load_diabetes
         d = load_diabetes(scaled=False)
         return [_save_npz(raw_dir / "diabetes.npz", X=d.data.astype(np.float32), y=d.target.astype(np.float32))]
-    if name == "madelon_like":
+    if name in MADELON_SHAPES:
         from sklearn.datasets import make_classification
         seed = int(_opt(opts, "data_seed"))
+        n_features, n_redundant = MADELON_SHAPES[name]
         X, y = make_classification(
-            n_samples=int(_opt(opts, "madelon_n_samples")), n_features=100, n_informative=5,
-            n_redundant=5, n_repeated=0, n_classes=2, n_clusters_per_class=8, flip_y=0.01,
+            n_samples=int(_opt(opts, "madelon_n_samples")), n_features=n_features, n_informative=5,
+            n_redundant=n_redundant, n_repeated=0, n_classes=2, n_clusters_per_class=8, flip_y=0.01,
             shuffle=False, random_state=seed)
-        return [_save_npz(raw_dir / "madelon_like.npz", X=X.astype(np.float32), y=y.astype(np.int64),
-                          relevant=np.arange(10, dtype=np.int64))]
+        return [_save_npz(raw_dir / f"{name}.npz", X=X.astype(np.float32), y=y.astype(np.int64),
+                          relevant=np.arange(5 + n_redundant, dtype=np.int64))]
     if name == "mnist1d":
         from mnist1d.data import get_dataset_args, make_dataset
         args = get_dataset_args()

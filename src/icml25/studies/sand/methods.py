@@ -8,8 +8,13 @@ Methods
 -------
 sand      SAND layer -> MLP, trained ``epochs``; keep top-k gains (others zeroed, renormalised so
           sum a^2 = k); evaluate the same network, no retraining.
-stg       STG gates (own implementation, see baselines.py), lambda by bisection on log lambda;
-          top-k mu; retrain a fresh MLP on the k features for ``retrain_epochs``.
+stg       STG gates (own implementation, see baselines.py), lambda by bisection on log lambda so
+          that about k gates open; top-k mu; retrain a fresh MLP on the k features for
+          ``retrain_epochs`` ("STG (lambda tuned to k) + retrain": our protocol, not the paper's).
+stg_paper STG as the paper's SAND-vs-STG comparison runs it (official SANDvsSTG/run.py): one
+          training at a fixed lambda (``stg_paper_lambda``, the stg package's mean-penalty scale),
+          no k constraint; the gated network itself is scored (no retraining). ``selected`` = the
+          open gates (mu_i > 0), however many lambda leaves open.
 lassonet  LassoNet path (``lassonet`` package), first model with <= k active features (filled
           up by path importance); retrain.
 anova     ANOVA-F (f_classif / f_regression) top-k; retrain.
@@ -33,6 +38,11 @@ stg_lambda_hi             1.0
 stg_trials                3       number of STG trainings in the bisection (stops early on == k)
 stg_epochs                None    epochs of each STG trial; None -> epochs
 stg_gate_lr               None    Adam lr of the gate parameters mu; None -> lr
+stg_paper_lambda          1.9     stg_paper's fixed lambda on the stg package's scale (lambda * mean_i
+                                  Phi(mu_i/sigma)); 1.9 is the official comparison's Madelon value
+                                  (SANDvsSTG/hyperparams.py LAMBDA['madelon'])
+stg_paper_mu_init_std     0.01    stg_paper: mu init 0.5 + this * N(0, 1) (the stg package's init)
+stg_paper_weight_decay    1e-3    stg_paper: Adam weight decay on all parameters (the package default)
 lassonet_hidden           None    None -> same hidden width as the MLP
 lassonet_n_iters          None    (initial dense epochs, max epochs per lambda); None -> (epochs, 5)
 lassonet_patience         (10, 2) early-stopping patience (dense, per lambda)
@@ -45,7 +55,7 @@ lassonet_batch_size       256     None = full batch
 Metrics: ``test_metric`` / ``val_metric`` (accuracy for clf, MAE for reg, in standardised y
 units for diabetes), ``epochs_total`` (all epochs incl. selection + retraining; for STG the sum
 over trials, for LassoNet the epochs actually run along the path incl. the dense start),
-``retrain_epochs`` (0 for sand and all), ``cpu_seconds`` (time.process_time delta -- counts all
+``retrain_epochs`` (0 for sand, stg_paper and all), ``cpu_seconds`` (time.process_time delta -- counts all
 threads of the process; one-time per-process imports are excluded), ``n_selected``; sand: ``gain_polarisation`` (share of a_i within 0.1
 of 0 or 1), ``n_gain_gt_half`` (#a_i > 0.5), ``test_metric_unmasked`` (before top-k masking);
 if ``data['relevant']`` is non-empty: ``recall_relevant`` for every method except 'all'.
@@ -67,7 +77,7 @@ from . import baselines as B
 from .layer import SANDLayer
 from .mlp import MLP, as_tensors, default_hidden, evaluate, fit, n_outputs
 
-METHODS = ["sand", "stg", "lassonet", "anova", "random", "all"]
+METHODS = ["sand", "stg", "stg_paper", "lassonet", "anova", "random", "all"]
 
 DEFAULT_HP: dict[str, Any] = {
     "epochs": 30,
@@ -83,6 +93,9 @@ DEFAULT_HP: dict[str, Any] = {
     "stg_trials": 3,
     "stg_epochs": None,
     "stg_gate_lr": None,
+    "stg_paper_lambda": 1.9,
+    "stg_paper_mu_init_std": 0.01,
+    "stg_paper_weight_decay": 1e-3,
     "lassonet_hidden": None,
     "lassonet_n_iters": None,
     "lassonet_patience": (10, 2),
@@ -165,6 +178,19 @@ def run_method(method: str, data: dict[str, np.ndarray], task: str, k: int, hp: 
         metrics["gain_polarisation"] = float(np.mean((a < 0.1) | (np.abs(a - 1.0) < 0.1)))
         metrics["n_gain_gt_half"] = float(np.sum(a > 0.5))
         metrics["epochs_total"] = float(epochs)
+        metrics["retrain_epochs"] = 0.0
+    elif method == "stg_paper":
+        va = as_tensors(data["X_val"], data["y_val"], task)
+        te = as_tensors(data["X_test"], data["y_test"], task)
+        gate, model, info = B.stg_paper_train(data, task, hidden, hp, curves)
+        # no k: the features the gated network uses are its open gates (eval gate clip(mu, 0, 1) > 0)
+        sel = np.flatnonzero(gate.mu.detach().numpy() > 0).astype(np.int64)
+        for key, v in info.items():
+            if key != "epochs":
+                metrics[key] = float(v)
+        metrics["val_metric"] = evaluate(model, *va, task)
+        metrics["test_metric"] = evaluate(model, *te, task)
+        metrics["epochs_total"] = float(info["epochs"])
         metrics["retrain_epochs"] = 0.0
     elif method == "all":
         sel = np.arange(n, dtype=np.int64)

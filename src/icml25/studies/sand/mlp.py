@@ -63,30 +63,33 @@ def as_tensors(X: np.ndarray, y: np.ndarray, task: str) -> tuple[torch.Tensor, t
     return Xt, yt
 
 
-def make_adam(model: nn.Module, lr: float, param_lrs: dict | None = None) -> torch.optim.Optimizer:
+def make_adam(model: nn.Module, lr: float, param_lrs: dict | None = None,
+              weight_decay: float = 0.0) -> torch.optim.Optimizer:
     """Adam (fused CPU kernel when available -- same maths, faster).  ``param_lrs`` maps
-    parameter objects to their own learning rate (e.g. STG gates)."""
+    parameter objects to their own learning rate (e.g. STG gates); ``weight_decay`` is Adam's L2
+    term on every other parameter (0: none; the ``param_lrs`` ones get none)."""
     param_lrs = param_lrs or {}
     special = {id(p) for p in param_lrs}
-    groups = [{"params": [p for p in model.parameters() if id(p) not in special], "lr": lr}]
-    groups += [{"params": [p], "lr": float(v)} for p, v in param_lrs.items()]
+    groups = [{"params": [p for p in model.parameters() if id(p) not in special], "lr": lr,
+               "weight_decay": weight_decay}]
+    groups += [{"params": [p], "lr": float(v), "weight_decay": 0.0} for p, v in param_lrs.items()]
     try:
-        return torch.optim.Adam(groups, lr=lr, fused=True)
+        return torch.optim.Adam(groups, lr=lr, weight_decay=weight_decay, fused=True)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(groups, lr=lr)
+        return torch.optim.Adam(groups, lr=lr, weight_decay=weight_decay)
 
 
 def fit(model: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xva: torch.Tensor, yva: torch.Tensor,
         task: str, epochs: int, batch_size: int = 64, lr: float = 1e-3,
         penalty: Callable[[], torch.Tensor] | None = None, prefix: str = "",
-        curves: list | None = None, param_lrs: dict | None = None) -> list[dict]:
+        curves: list | None = None, param_lrs: dict | None = None, weight_decay: float = 0.0) -> list[dict]:
     """Train ``model`` in place for ``epochs`` epochs; append per-epoch curves and return them.
 
     Curves: ``{prefix}train_loss`` (mean batch loss incl. penalty) and ``{prefix}val_metric``,
     step = epoch (1-based).
     """
     curves = [] if curves is None else curves
-    opt = make_adam(model, lr, param_lrs)
+    opt = make_adam(model, lr, param_lrs, weight_decay)
     n = Xtr.shape[0]
     for ep in range(1, int(epochs) + 1):
         model.train()
