@@ -55,7 +55,7 @@ def has_base(study):
 
 def run_dirs(study, scale):
     cfg = study_cfg(study, scale)
-    return [f"results/{scale}/{study}/{m}/seed{s}" for m in cfg["methods"] for s in cfg["seeds"]]
+    return [f"results/{scale}/{study}/{m}/seed{s}" for m, s in icfg.runs(cfg)]
 
 
 def base_input(wc):

@@ -162,7 +162,9 @@ def cmd_evaluate(ctx: Ctx, a) -> None:
 
 
 def _metric_files(ctx: Ctx, cfg: dict) -> list[Path]:
-    files = [ctx.run_dir(cfg["study"], m, s) / "metrics.json" for m in cfg["methods"] for s in cfg["seeds"]]
+    from .core import config
+
+    files = [ctx.run_dir(cfg["study"], m, s) / "metrics.json" for m, s in config.runs(cfg)]
     missing = [f for f in files if not f.exists()]
     if missing:
         raise UserError(f"missing run results {missing[0]} (and {len(missing) - 1} more); run the train/evaluate stages first")
@@ -182,14 +184,14 @@ def cmd_table(ctx: Ctx, a) -> None:
 def cmd_figures(ctx: Ctx, a) -> None:
     """results/<scale>/figures/<study>/: the study's figures (none without a hook) + figures.json."""
     from . import tables
-    from .core import figures, io
+    from .core import config, figures, io
 
     study, cfg = ctx.study(a.study)
     files = _metric_files(ctx, cfg)
     long = tables.collect(files)
     claims_file = ctx.results() / "tables" / f"{a.study}.claims.json"
     claims = io.read_json(claims_file)["claims"] if claims_file.exists() else []
-    run_dirs = {(m, s): ctx.run_dir(a.study, m, s) for m in cfg["methods"] for s in cfg["seeds"]}
+    run_dirs = {(m, s): ctx.run_dir(a.study, m, s) for m, s in config.runs(cfg)}
     out = ctx.results() / "figures" / a.study
     recs = figures.render_study(study, cfg, tables.aggregate(long), long, run_dirs, claims, out)
     print(f"{a.study}: {len(recs)} figure(s) in {out}")

@@ -135,7 +135,8 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
         "",
         f"{p.authors}, {p.venue}, arXiv {p.arxiv}; official code: {p.code}.",
         "",
-        f"Scale **{cfg['scale']}**{budget_text(cfg)}, seeds {seeds}; cells are mean ± std over seeds."
+        f"Scale **{cfg['scale']}**{budget_text(cfg)}, seeds {seeds}{seed_counts_note(long)}; cells are mean ± std "
+        "over seeds."
         + (f" Stand-ins at this scale: {stand_in}" if stand_in else ""),
         "",
         _md_table(table),
@@ -153,6 +154,15 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
     if out_caption is not None:
         write_text(out_caption, study_caption(study, cfg, seeds, claims))
     write_json(out_claims, {"study": study.name, "scale": cfg["scale"], "title": p.title, "claims": claims})
+
+
+def seed_counts_note(long) -> str:
+    """'' when every method ran the same seeds; else each method's seed count (a scale's method_seeds)."""
+    per = long.groupby("method", sort=False)["seed"].apply(lambda v: tuple(sorted(set(v))))
+    if per.nunique() <= 1:
+        return ""
+    counts = ", ".join(f"{m} {len(v)}" for m, v in per.items())
+    return f" (seeds per method: {counts}; claims pair methods on the seeds they share)"
 
 
 def budget_text(cfg: dict) -> str:

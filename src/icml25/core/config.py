@@ -152,7 +152,29 @@ def effective(raw: dict, scale: str) -> dict:
             _scale_knob(cfg, knob, factor, raw["study"])
         cfg["seeds"] = list(sweep.get("seeds") or cfg["seeds"])
         cfg["budget_factor"] = factor
+        if sweep.get("seeds"):  # a sweep that names its seeds runs every method on them
+            cfg.pop("method_seeds", None)
+    unknown = sorted(set(cfg.get("method_seeds") or {}) - set(cfg["methods"]))
+    if unknown:
+        raise UserError(f"config/studies/{raw['study']}.yaml: scales.{base}.method_seeds names "
+                        f"{', '.join(unknown)}, not a method of this scale ({', '.join(cfg['methods'])})")
     return cfg
+
+
+def seeds_of(cfg: dict, method: str) -> list[int]:
+    """The seeds `method` runs at this scale: its `method_seeds` entry where the scale has one (e.g. more
+    seeds for the cheap baselines than for an expensive method), else the scale's `seeds`."""
+    return list((cfg.get("method_seeds") or {}).get(method) or cfg["seeds"])
+
+
+def all_seeds(cfg: dict) -> list[int]:
+    """Every seed some method runs at this scale, sorted (what the data stages must prepare)."""
+    return sorted({int(s) for m in cfg["methods"] for s in seeds_of(cfg, m)})
+
+
+def runs(cfg: dict) -> list[tuple[str, int]]:
+    """The (method, seed) runs of a scale, method by method: `seeds_of` each method."""
+    return [(m, s) for m in cfg["methods"] for s in seeds_of(cfg, m)]
 
 
 def sweep_spec(raw: dict, scale: str) -> dict:

@@ -10,8 +10,12 @@ import torch
 
 from . import sm
 from . import trunc as TR
+from .metrics import roc_auc  # noqa: F401  (numpy only; re-exported: F.roc_auc)
 
-METHODS = ("marg_iw", "marg_var", "em", "zeroed", "full")
+METHODS = ("marg_iw", "marg_var", "marg_var_diag", "em", "zeroed", "full")
+# the variational methods: marg_var (Alg. 2, the paper's scalar-sigma family) and marg_var_diag (ours, an
+# ablation: the same algorithm with one sigma per coordinate)
+VAR_METHODS = ("marg_var", "marg_var_diag")
 
 
 class Objective:
@@ -24,8 +28,8 @@ class Objective:
         self.r = int(hp["r"])
         self.prop_std = math.sqrt(float(hp["proposal_var"]))
         self.phi_steps = 0
-        if method == "marg_var":
-            self.net = sm.VarNet(G, d, int(hp["var_hidden"]), gen=gen)
+        if method in VAR_METHODS:
+            self.net = sm.VarNet(G, d, int(hp["var_hidden"]), gen=gen, diag=method == "marg_var_diag")
             self.opt = torch.optim.Adam(self.net.parameters(), lr=float(hp["var_lr"]))
 
     def train_phi(self, model, X, M, batch: int, dom=None):
@@ -161,7 +165,7 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
 
     for t in range(T):
         model = current()
-        if obj.method == "marg_var":
+        if obj.method in VAR_METHODS:
             obj.train_phi(model, Xobs, M, batch, dom)
         idx = torch.randint(0, n, (batch,), generator=gen)
         loss = obj.loss(model, Xobs, M, X, idx, dom).sum()
@@ -205,20 +209,3 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
         else:
             res[k] = {"estimates": st["out"]}
     return res
-
-
-def roc_auc(path: np.ndarray, P_true: np.ndarray, threshold: float) -> tuple[float, np.ndarray, np.ndarray]:
-    """ROC over the regularisation path (App. E.3.2): edges |P_ij| > threshold (i < j) at each
-    snapshot vs the true graph; (0,0) and (1,1) added, sorted by FPR, trapezoid rule."""
-    d = P_true.shape[0]
-    iu = np.triu_indices(d, 1)
-    truth = np.abs(P_true[iu]) > 0
-    pos, neg = truth.sum(), (~truth).sum()
-    fpr, tpr = [0.0, 1.0], [0.0, 1.0]
-    for P in path:
-        est = np.abs(P[iu]) > threshold
-        tpr.append((est & truth).sum() / pos if pos else 0.0)
-        fpr.append((est & ~truth).sum() / neg if neg else 0.0)
-    order = np.lexsort((np.asarray(tpr), np.asarray(fpr)))
-    f, t = np.asarray(fpr)[order], np.asarray(tpr)[order]
-    return float(np.trapezoid(t, f)), f, t

@@ -19,6 +19,8 @@ Methods (the paper's notation; s = s_theta, d_j s_j = its diagonal Jacobian):
             detached, then full-data score matching on the imputed rows.
   marg_var  Alg. 2: gradient of Cor. 4.9 through the pseudo-loss of Prop. A.20, with E', Cov' under a
             variational p'_phi(x_missing | x_observed) = N(mu_phi(x^0), sigma_phi^2 I).
+  marg_var_diag  ours, not the paper's (an ablation of App. E.2's family): Marg-Var with one sigma per
+            coordinate, p'_phi = N(mu_phi(x^0), diag(sigma_phi)^2).
 """
 from __future__ import annotations
 
@@ -171,9 +173,13 @@ def var_pseudo_loss(model: Gaussian, xk, m):
 
 class VarNet(torch.nn.Module):
     """p'_phi(x_-L | x_L) = N(mu'_phi(x^0)_-L, sigma_phi^2 I): G independent d->200->200->d tanh MLPs
-    on the zero-filled input (App. E.2, after Burda et al. 2016) and one global sigma per problem."""
+    on the zero-filled input (App. E.2, after Burda et al. 2016) and one global sigma per problem.
 
-    def __init__(self, G: int, d: int, hidden: int = 200, gen=None):
+    diag=True is our ablation, not the paper's family: one global sigma per coordinate and problem,
+    N(mu'_phi(x^0)_-L, diag(sigma_phi)^2) (log_sigma of shape (G, d) instead of (G,)); with every
+    coordinate's sigma equal it is the scalar family."""
+
+    def __init__(self, G: int, d: int, hidden: int = 200, gen=None, diag: bool = False):
         super().__init__()
         dims = [d, hidden, hidden, d]
         self.W = torch.nn.ParameterList()
@@ -182,7 +188,8 @@ class VarNet(torch.nn.Module):
             bound = 1 / math.sqrt(a)  # torch.nn.Linear's default init
             self.W.append(torch.nn.Parameter((torch.rand(G, a, c, generator=gen) * 2 - 1) * bound))
             self.b.append(torch.nn.Parameter((torch.rand(G, 1, c, generator=gen) * 2 - 1) * bound))
-        self.log_sigma = torch.nn.Parameter(torch.zeros(G))
+        self.diag = bool(diag)
+        self.log_sigma = torch.nn.Parameter(torch.zeros(G, d) if self.diag else torch.zeros(G))
 
     def mean(self, x0):
         h = x0
@@ -192,13 +199,17 @@ class VarNet(torch.nn.Module):
                 h = torch.tanh(h)
         return h
 
+    def sigma4(self):
+        """sigma broadcastable against (G, B, r, d): (G, 1, 1, 1), or (G, 1, 1, d) with diag."""
+        return torch.exp(self.log_sigma).reshape(self.log_sigma.shape[0], 1, 1, -1)
+
     def sample(self, x, m, r: int, gen=None):
         """(x_k, eps, sigma): r draws per row, observed coordinates kept; reparametrised in phi."""
         x0 = torch.where(m, x, torch.zeros_like(x))
         G, B, d = x.shape
         mu = self.mean(x0).unsqueeze(2)  # (G, B, 1, d)
         eps = torch.randn((G, B, r, d), generator=gen, dtype=x.dtype)
-        sigma = torch.exp(self.log_sigma).reshape(G, 1, 1, 1)
+        sigma = self.sigma4()
         xk = torch.where(m.unsqueeze(2), x.unsqueeze(2), mu + sigma * eps)
         return xk, eps, sigma
 
@@ -210,7 +221,10 @@ def var_phi_objective(net: VarNet, model: Gaussian, x, m, objective: str = "kl",
     miss = (~m).unsqueeze(2).to(x.dtype)
     if objective == "kl":
         # E[log p'_phi(x'|x_L) - log q_theta(x_L, x')]; log p'_phi = -|miss| log sigma - ||eps||^2/2 + c
-        log_p = -(miss.sum(-1)) * torch.log(sigma.reshape(-1, 1, 1)) - 0.5 * (eps**2 * miss).sum(-1)
+        if net.diag:  # log p'_phi = -sum_{j missing} log sigma_j - ||eps||^2/2 + c
+            log_p = -(miss * torch.log(sigma)).sum(-1) - 0.5 * (eps**2 * miss).sum(-1)
+        else:
+            log_p = -(miss.sum(-1)) * torch.log(sigma.reshape(-1, 1, 1)) - 0.5 * (eps**2 * miss).sum(-1)
         per = log_p - model.log_q(xk)
     elif objective == "fisher":
         grad_logp = -eps / sigma  # d/dx' log N(x'; mu, sigma^2 I) at x' = mu + sigma eps

@@ -20,13 +20,16 @@ PAPER = Paper(
 METHODS = {
     "marg_var": Method("marg_var", "Marg-Var (Alg. 2)", True,
                        "Cor. 4.9 gradient via the Prop. A.20 pseudo-loss; p'_phi = N(MLP(x^0), sigma^2 I), 10 phi-steps per theta-step"),
+    "marg_var_diag": Method("marg_var_diag", "Marg-Var, σ per coordinate (ours, not App. E.2)", False,
+                            "ablation, not the paper's method: Marg-Var with p'_phi = N(MLP(x^0), diag(sigma)^2), one "
+                            "sigma per coordinate instead of App. E.2's single sigma; all else as marg_var"),
     "marg_iw": Method("marg_iw", "Marg-IW (Alg. 1)", False,
                       "marginal score by self-normalised IW, p' = N(0,16I), r = 10, gradients through the weights"),
     "em": Method("em", "EM (Uehara et al. 2020)", False, "detached IW weights at the current theta + full-data SM on imputed rows"),
     "zeroed": Method("zeroed", "Zeroed SM", False, "zero-fill, score only observed outputs (MissDiff-style, inconsistent)"),
     "full": Method("full", "full-data SM (oracle)", False, "Hyvarinen SM on the complete rows: upper bound"),
 }
-MISSING_METHODS = ("marg_var", "marg_iw", "em", "zeroed")
+MISSING_METHODS = ("marg_var", "marg_iw", "em", "zeroed")  # the paper's four (the claims read these only)
 
 METRICS = {
     "auc": ("area under the ROC over the L1 path (edge detection)", "higher"),
@@ -107,10 +110,12 @@ def download(cfg: dict, raw_dir: Path) -> None:
     data.real (full scale: S&P 100, yeast GSE1990) through icml25.core.download.fetch."""
     import numpy as np
 
+    from icml25.core.config import all_seeds
+
     from . import data as D
     from . import data_real as R
 
-    for s in cfg["seeds"]:
+    for s in all_seeds(cfg):  # every seed some method runs (scales.<scale>.method_seeds)
         arrays = D.generate(int(s), cfg["data"])
         np.savez_compressed(raw_dir / f"seed{s}.npz", **arrays)
     for name in cfg["data"].get("real", []) or []:
@@ -122,6 +127,8 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     standardised matrix and its ground-truth graphs (full-data SM path, App. E.3.3) in real_{name}.npz, one
     MCAR corruption per seed (the first data.real_seeds seeds)."""
     import numpy as np
+
+    from icml25.core.config import all_seeds
 
     from . import data as D
     from . import data_real as R
@@ -135,7 +142,7 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
                                     float(rc.get("edge_threshold", cfg["hp"]["path"]["edge_threshold"])))
         real[name] = {"X": X, "gt": gts, "gt_density": dens}
         np.savez_compressed(out_dir / f"real_{name}.npz", X=X, gt=gts, gt_density=dens, columns=np.asarray(cols))
-    for s in cfg["seeds"]:
+    for s in all_seeds(cfg):
         raw = dict(np.load(raw_dir / f"seed{s}.npz"))
         out = {}
         for g in cfg["data"]["graphs"]:
@@ -246,7 +253,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
 def _path_rows(name, path, P, thr):
     import numpy as np
 
-    from . import fit as F
+    from . import metrics as F
 
     auc, _, _ = F.roc_auc(path, P, thr)
     iu = np.triu_indices(P.shape[0], 1)
@@ -256,9 +263,10 @@ def _path_rows(name, path, P, thr):
 
 
 def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
+    """Numpy only (no torch import: a third of a cheap method's job was torch's start-up)."""
     import numpy as np
 
-    from . import fit as F
+    from . import metrics as F
 
     z = dict(np.load(data_dir / f"seed{seed}.npz"))
     est = dict(np.load(run_dir / "estimates.npz"))
@@ -281,21 +289,16 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
             aucs = [F.roc_auc(est[f"{name}_path"][i], gt.astype(float), rthr)[0] for gt in gts]
             rows.append({"setting": f"{name}_p{float(p):g}", "metric": "auc", "value": float(np.mean(aucs))})
     if "gauss_its" in est:
-        import torch
-
-        from . import sm
-
         R = est["gauss_mu_hat"].shape[0]
         for k, t in enumerate(est["gauss_its"]):
             vals = {"fisher_div": [], "prec_err_fro": [], "mean_err": []}
             for r in range(R):  # gauss_reps independent problems per seed: their mean is the job's value
-                mu, P = torch.tensor(z["gauss_mu"][r]), torch.tensor(z["gauss_P"][r])
-                Xt = torch.tensor(z["gauss_Xtest"][r])
-                mh = torch.tensor(est["gauss_mu_hat"][r, k], dtype=torch.float64)
-                Ph = torch.tensor(est["gauss_P_hat"][r, k], dtype=torch.float64)
-                vals["fisher_div"].append(float(sm.fisher_divergence(mh, Ph, mu, P, Xt)))
-                vals["prec_err_fro"].append(float(torch.linalg.norm(Ph - P)))
-                vals["mean_err"].append(float(torch.linalg.norm(mh - mu)))
+                mu, P, Xt = z["gauss_mu"][r], z["gauss_P"][r], z["gauss_Xtest"][r]
+                mh = est["gauss_mu_hat"][r, k].astype(np.float64)
+                Ph = est["gauss_P_hat"][r, k].astype(np.float64)
+                vals["fisher_div"].append(F.fisher_divergence(mh, Ph, mu, P, Xt))
+                vals["prec_err_fro"].append(float(np.linalg.norm(Ph - P)))
+                vals["mean_err"].append(float(np.linalg.norm(mh - mu)))
             rows += [{"setting": f"gauss_it{int(t)}", "metric": m, "value": float(np.mean(v))} for m, v in vals.items()]
     return rows
 
@@ -309,12 +312,33 @@ def _cell(agg, m, s, metric, digits=3):
     return fmt(c[0], c[1], digits) if c else "–"
 
 
+def _nseeds(agg, m):
+    from icml25.tables import lookup
+
+    c = lookup(agg, m, "all", "cpu_seconds")
+    return str(c[2]) if c else "–"
+
+
+def _over(agg, methods, s, metric="auc") -> str:
+    """'means over 5 (marg_var) / 20 seeds; paired over the 5 shared': which seeds the numbers rest on, where
+    the methods ran different seed lists (scales.<scale>.method_seeds)."""
+    from icml25.core.evidence import seed_values
+
+    sets = {m: set(seed_values(agg, m, s, metric)) for m in methods}
+    if len({frozenset(v) for v in sets.values()}) <= 1:
+        return ""
+    counts = "; ".join(f"{m} {len(v)}" for m, v in sets.items())
+    return (f" (means over each method's own seeds: {counts}; the margin and its interval are paired over the "
+            f"{len(set.intersection(*sets.values()))} seeds all of them share)")
+
+
 def make_table(agg, cfg):
     import pandas as pd
 
     rows = []
     its = cfg["gauss_checkpoints"]
     mid = its[len(its) // 2]
+    first = next((t for t in its if t > 0), its[-1])
     for m in cfg["methods"]:
         row = {"method": METHODS[m].label}
         for g, p in _ggm_settings(cfg):
@@ -329,10 +353,13 @@ def make_table(agg, cfg):
             for p in cfg["data"]["real_p_miss"]:
                 row[f"AUC {name} p={float(p):g}"] = _cell(agg, m, f"{name}_p{float(p):g}", "auc")
         if cfg["data"].get("gauss"):
+            if first < mid:
+                row[f"Fisher div. it {first}"] = _cell(agg, m, f"gauss_it{first}", "fisher_div", 2)
             row[f"Fisher div. it {mid}"] = _cell(agg, m, f"gauss_it{mid}", "fisher_div", 2)
             row[f"Fisher div. it {its[-1]}"] = _cell(agg, m, f"gauss_it{its[-1]}", "fisher_div", 2)
             row[f"‖P̂−P‖F it {its[-1]}"] = _cell(agg, m, f"gauss_it{its[-1]}", "prec_err_fro", 2)
         row["CPU s/job"] = _cell(agg, m, "all", "cpu_seconds", 1)
+        row["seeds"] = _nseeds(agg, m)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -384,7 +411,8 @@ def claim_star_var_best(agg, cfg):
     grows = margins[-1] > margins[0]
     # per seed: the tightest of Var's lead at each p_miss and the growth of that lead (last p - first p)
     per_seed = evidence.combine(per_p, lambda ds: min(*ds, ds[-1] - ds[0]))
-    return ClaimResult.of("; ".join(parts) + f"; highest at every p: {best_all}; margin grows (last > first): {grows}",
+    return ClaimResult.of("; ".join(parts) + f"; highest at every p: {best_all}; margin grows (last > first): {grows}"
+                          + _over(agg, MISSING_METHODS, _sname("star", ps[0])),
                           unit="AUC (tightest of Var lead per p, lead growth)", per_seed=per_seed)
 
 
@@ -429,7 +457,8 @@ def claim_param_estimation(agg, cfg):
         {m: x for (m, k), x in zip(keys, xs) if k == "last"}, {m: x for (m, k), x in zip(keys, xs) if k == "mid"}))
     return ClaimResult.of(f"Fisher div. at it {its[-1]}: {nums}; IW/EM best {a}; IW~EM (within 1.5x) {b}; "
                           f"Var gap to best IW/EM {gap_mid:.2f} (it {its[len(its) // 2]}) -> {gap_last:.2f}: approaches {c}; "
-                          f"Zeroed > 2x best and drop over 2nd half {100 * zero_drop:.0f}% < 10%: {dd}",
+                          f"Zeroed > 2x best and drop over 2nd half {100 * zero_drop:.0f}% < 10%: {dd}"
+                          + _over(agg, MISSING_METHODS, last, "fisher_div"),
                           unit="Fisher div. (tightest of 6 conditions)", per_seed=per_seed)
 
 
@@ -460,7 +489,8 @@ def claim_dense_closer(agg, cfg):
     ms, md = sum(vs) / len(vs), sum(vd) / len(vd)
     # per seed: star spread minus dense spread (> 0 iff the methods are closer on the dense graph)
     return ClaimResult.of(f"mean AUC spread (max-min over the 4 missing-data methods) dense {d:.3f} vs star {s:.3f}; "
-                          f"mean Var margin dense {md:+.3f} vs star {ms:+.3f}",
+                          f"mean Var margin dense {md:+.3f} vs star {ms:+.3f}"
+                          + _over(agg, MISSING_METHODS, _sname("star", float(cfg["data"]["p_miss"][0]))),
                           unit="AUC spread (star - dense)",
                           per_seed=_minus(_spread_per_seed(agg, cfg, "star"), _spread_per_seed(agg, cfg, "dense")))
 
@@ -510,7 +540,8 @@ STUDY = Study(
     stand_ins={
         "smoke": "d=5, n=120, a 6-gamma path and a 16-unit variational net; numbers are meaningless (tests only).",
         "mini": "the paper's simulated set-ups, untruncated (Sec. 5.2.1/5.2.2 graphs with d=10, n=1000, p_miss 0.3/0.6/0.8; "
-                "Sec. 5.1 Gaussian as in App. B.1.2, p_miss 0.2), 5 seeds instead of 50/200 repeats, 1200 iterations; "
+                "Sec. 5.1 Gaussian as in App. B.1.2, p_miss 0.2), 5 seeds (Marg-Var, its per-coordinate-sigma ablation, the "
+                "oracle) and 20 (Marg-IW, EM, Zeroed) instead of 50/200 repeats, 1200 iterations; "
                 "gamma path 10^0.3..10^-4 (the paper's 10^-1.7 top does not empty the graph under the plain Hyvarinen loss).",
         "full": "the paper's truncated set-ups (Sec. 5.1.1 Gaussian above the 10% quantile of dims 1-3, 4 problems x 50 "
                 "seeds = 200 repeats; Sec. 5.2.1/5.2.2 graphs on a random halfspace holding 80% of the mass, 50 seeds, "

@@ -241,13 +241,15 @@ def var_pseudo_loss_t(model: sm.Gaussian, xk, m, dom: Domain, cap: float = 1.0):
 def truncated_sample(mu, sigma, x, m, dom: Domain, r: int, gen=None):
     """r draws of x' ~ N(mu, sigma^2 I) on the missing coordinates restricted to {(x_lam, x') in X}.
 
-    mu (G, B, d), sigma (G,), x (G, B, d). Box: each bounded missing coordinate is an independent
-    lower-truncated normal (inverse-cdf reparametrisation); halfspace: the component along the normal
-    n = a_miss / ||a_miss|| is an upper-truncated normal, the orthogonal ones are free. Returns x_k
-    (G, B, r, d) and log Z (G, B) (the log normaliser: log p' = log N - log Z)."""
+    mu (G, B, d), sigma (G,) or, per coordinate (the marg_var_diag ablation), (G, d); x (G, B, d). With
+    x' = mu + sigma * z, z ~ N(0, I): box: each bounded missing coordinate is an independent lower-truncated
+    normal (inverse-cdf reparametrisation); halfspace: in z the constraint is w^T z <= c with
+    w = sigma * a_miss, so the component of z along n = w / ||w|| is an upper-truncated normal and the
+    orthogonal ones are free (for a scalar sigma, n = a_miss / ||a_miss||). Returns x_k (G, B, r, d) and
+    log Z (G, B) (the log normaliser: log p' = log N - log Z)."""
     G, B, d = x.shape
     mu4 = mu.unsqueeze(2)
-    sig = sigma.reshape(G, 1, 1, 1)
+    sig = sigma.reshape(G, 1, 1, -1)
     eps = torch.randn((G, B, r, d), generator=gen, dtype=x.dtype)
     u = torch.rand((G, B, r, d), generator=gen, dtype=x.dtype).clamp(1e-7, 1 - 1e-7)
     miss = (~m).unsqueeze(2)
@@ -264,12 +266,12 @@ def truncated_sample(mu, sigma, x, m, dom: Domain, r: int, gen=None):
     # halfspace: a_miss^T x' <= b - a_lam^T x_lam
     a = dom.a.reshape(G, 1, d).expand(G, B, d)
     am = torch.where(~m, a, torch.zeros_like(a))
-    na = torch.linalg.vector_norm(am, dim=-1)  # (G, B)
+    w = am * sigma.reshape(G, 1, -1)  # the normal in z-space
+    na = torch.linalg.vector_norm(w, dim=-1)  # (G, B)
     half = dom.is_half.reshape(G, 1) & (na > 0)
-    n = am / na.clamp_min(1e-30).unsqueeze(-1)
+    n = w / na.clamp_min(1e-30).unsqueeze(-1)
     bb = torch.where(torch.isfinite(dom.b), dom.b, torch.zeros_like(dom.b)).reshape(G, 1)
-    beta = (bb - (torch.where(m, x, torch.zeros_like(x)) * a).sum(-1) - (am * mu).sum(-1)) / (
-        sigma.reshape(G, 1) * na.clamp_min(1e-30))
+    beta = (bb - (torch.where(m, x, torch.zeros_like(x)) * a).sum(-1) - (am * mu).sum(-1)) / na.clamp_min(1e-30)
     beta = torch.where(half, beta, torch.zeros_like(beta)).clamp(-30.0, 30.0)
     b64 = beta.double().unsqueeze(-1)
     zt = torch.minimum(torch.special.ndtri(u[..., 0].double() * torch.special.ndtr(b64)).to(x.dtype),
@@ -292,9 +294,9 @@ def var_phi_objective_t(net: sm.VarNet, model: sm.Gaussian, x, m, dom: Domain, o
     xk, logZ = truncated_sample(mu, sigma, x, m, dom, r, gen)
     miss = (~m).unsqueeze(2).to(x.dtype)
     diff = (xk - mu.unsqueeze(2)) * miss
-    sig = sigma.reshape(-1, 1, 1, 1)
+    sig = net.sigma4()
     if objective == "kl":
-        log_p = (-(diff / sig) ** 2 / 2).sum(-1) - miss.sum(-1) * torch.log(sig[..., 0]) - logZ.unsqueeze(-1)
+        log_p = (-(diff / sig) ** 2 / 2).sum(-1) - (miss * torch.log(sig)).sum(-1) - logZ.unsqueeze(-1)
         per = log_p - model.log_q(xk)
     elif objective == "fisher":
         per = (((-diff / sig**2 - model.score(xk)) * miss) ** 2).sum(-1)

@@ -59,7 +59,7 @@ def fit_path(method: str, X, M, hp: dict, seed: int, progress=None) -> dict:
     clip = float(hp.get("xsq_clip", 10.0))
     for t, gamma in enumerate(schedule):
         model = XSq(mu, p, 0.5 * (A + A.transpose(1, 2)) * off)
-        if obj.method == "marg_var":
+        if obj.method in F.VAR_METHODS:
             obj.train_phi(model, Xobs, M, batch)
         idx = torch.randint(0, n, (batch,), generator=gen)
         loss = obj.loss(model, Xobs, M, X, idx).sum()
