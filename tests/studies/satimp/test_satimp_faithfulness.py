@@ -85,8 +85,9 @@ def test_hard_selection_and_granularity():
     mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
     top = L.token_weights("topk", l, mask, None, {"q": 0.5})
     bot = L.token_weights("bottomk", l, mask, None, {"q": 0.5})
-    assert top[0].tolist() == [0, 1, 0, 1, 0] and top[1].tolist() == [1, 0, 1, 0, 0]  # ceil(0.5 * 3) = 2
-    assert bot[0].tolist() == [1, 0, 1, 0, 0] and bot[1].tolist() == [0, 1, 1, 0, 0]
+    # the official rule: threshold = the answer's median loss (1.25; 0.3), TopK l > it, BottomK l < it
+    assert top[0].tolist() == [0, 1, 0, 1, 0] and top[1].tolist() == [1, 0, 0, 0, 0]
+    assert bot[0].tolist() == [1, 0, 1, 0, 0] and bot[1].tolist() == [0, 1, 0, 0, 0]
     inst = L.token_weights("simsat_instance", l, mask, None, {"beta": 2.0})
     assert torch.allclose(inst[0, :4], torch.full((4,), math.exp(-2 * 5.6)))  # p(y|x)^beta, sum of 4 losses
     batch = L.token_weights("simsat_batch", l, mask, None, {"beta": 2.0})
@@ -95,6 +96,118 @@ def test_hard_selection_and_granularity():
     p = torch.exp(-l[0, :4]).sort(descending=True).values
     assert torch.allclose(grp[0, 0], (p[0] + p[1]) / 2) and torch.allclose(grp[0, 3], (p[2] + p[3]) / 2)
     assert float(grp[0, 4]) == 0.0
+
+
+def test_bottomk_keeps_70_percent_at_q_03_and_topk_30():
+    """Official ga_bottomk: l < quantile_{1-q}: at q = 0.3 the bottom 70% of each answer (not 30%)."""
+    torch.manual_seed(0)
+    l = torch.rand(3, 12) + 0.01
+    mask = torch.ones_like(l, dtype=torch.bool)
+    mask[1, 10:] = False
+    bot = L.token_weights("bottomk", l * mask, mask, None, {"q": 0.3})
+    top = L.token_weights("topk", l * mask, mask, None, {"q": 0.3})
+    for i, n in enumerate((12, 10, 12)):
+        kept = int(bot[i].sum())
+        assert kept == math.floor(0.7 * (n - 1)) + 1  # the tokens strictly below the 70% quantile
+        assert 0.6 <= kept / n <= 0.8 and int(top[i].sum()) == n - kept  # distinct losses: a partition
+        order = torch.argsort(l[i, :n])
+        assert bot[i, order[:kept]].tolist() == [1.0] * kept  # the lowest losses
+
+
+def test_official_reductions_on_a_hand_example():
+    """Instance/batch: per-answer token sums averaged over answers; ImpT/TopK/BottomK: unnormalised sums;
+    SimSat/SatImp/GA: mean over the batch's answer tokens (the official code's reductions)."""
+    l = torch.tensor([[0.2, 0.4, 0.6, 0.0], [1.0, 0.5, 0.0, 0.0]], requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    imp = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 0]], dtype=torch.float32)
+    spec = {"objective": "weighted", "beta": 1.0}
+    li = l.detach()
+    w1, w2 = math.exp(-1.2), math.exp(-1.5)
+    got = U.forget_loss({**spec, "kind": "simsat_instance"}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(-(w1 * 1.2 + w2 * 1.5) / 2, rel=1e-6)  # / answers, not / 5 tokens
+    got = U.forget_loss({**spec, "kind": "simsat_batch"}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(-((w1 + w2) / 2) * (1.2 + 1.5) / 2, rel=1e-6)
+    got = U.forget_loss({**spec, "kind": "impt"}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(-(0.4 + 0.6 + 1.0), rel=1e-6)  # a sum, no division
+    got = U.forget_loss({**spec, "kind": "ga"}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(-2.7 / 5, rel=1e-6)
+    p = torch.exp(-li)
+    got = U.forget_loss({**spec, "kind": "simsat"}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(float(-(p * li * mask).sum() / 5), rel=1e-6)
+    got = U.forget_loss({**spec, "kind": "topk", "q": 0.5}, l, mask, imp)
+    assert float(got.detach()) == pytest.approx(-(0.6 + 1.0), rel=1e-6)  # above each answer's median, summed
+
+
+class _Recorder(torch.optim.AdamW):
+    """AdamW that records the gradient (norm and vector) it is asked to step on."""
+    seen: list = []
+
+    def step(self, closure=None):
+        g = torch.cat([p.grad.flatten() for grp in self.param_groups for p in grp["params"] if p.grad is not None])
+        _Recorder.seen.append(g.clone())
+        return super().step(closure)
+
+
+def _unlearn_grads(monkeypatch, model, enc, spec, ucfg, retain=None, seed=0):
+    _Recorder.seen = []
+    monkeypatch.setattr(torch.optim, "AdamW", _Recorder)
+    orig = U.state(model)
+    ref = None
+    if spec["objective"] == "npo":
+        import copy
+        ref = copy.deepcopy(model).eval()
+    U.unlearn(model, orig, ref, enc, retain, spec, 1e-3, ucfg, seed)
+    lm.interpolate(model, orig, orig, 0.0)
+    return list(_Recorder.seen)
+
+
+def test_gradients_are_clipped_at_norm_one(world, monkeypatch):
+    model, _, _, enc = world
+    spec = U.spec_for({"hp": {}}, "impt")  # an unnormalised sum: large gradients
+    ucfg = {"epochs": 1, "batch_size": 4}
+    raw = _unlearn_grads(monkeypatch, model, enc, spec, ucfg)
+    assert max(float(g.norm()) for g in raw) > 1.0  # clipping has something to do
+    clipped = _unlearn_grads(monkeypatch, model, enc, spec, {**ucfg, "max_grad_norm": 1.0})
+    assert all(float(g.norm()) <= 1.0 + 1e-5 for g in clipped)
+    assert float(clipped[0].norm()) == pytest.approx(1.0, rel=1e-4)
+    cos = torch.nn.functional.cosine_similarity(raw[0], clipped[0], dim=0)
+    assert float(cos) > 0.9999  # the direction is kept, only the norm is cut
+
+
+def test_npo_gd_uses_the_official_coefficients(world, monkeypatch):
+    """NPO+GD: the step's gradient is that of 0.1375 x NPO(beta 2.5) + 1.0 x retain NLL (forget_base.yaml)."""
+    import yaml
+    from pathlib import Path
+
+    raw = yaml.safe_load((Path(__file__).parents[3] / "config/studies/satimp.yaml").read_text())["common"]
+    spec = U.spec_for(raw, "npo_gd")
+    assert (spec["forget"], spec["retain"], spec["beta"]) == (0.1375, 1.0, 2.5)
+    assert U.spec_for(raw, "npo")["beta"] == 2.5 and U.spec_for(raw, "satimp_gd")["retain"] == 0.1
+    assert raw["unlearn"]["max_grad_norm"] == 1.0 and raw["eval"]["retain_fraction"] == 0.9
+    assert raw["unlearn"]["lr_select"] == "shared"
+    import copy
+
+    model, enc = copy.deepcopy(world[0]), world[3]
+    retain = lm.batch_slice(enc, slice(4, 8))
+    ucfg = {"epochs": 1, "batch_size": 4}
+    got = _unlearn_grads(monkeypatch, model, enc, spec, ucfg, retain=retain)[0]
+    # the first step by hand: the same minibatch order and retain draw (seeded generator)
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randperm(enc["input_ids"].shape[0], generator=g)[:4]
+    ridx = torch.randint(0, 4, (4,), generator=g)
+    # U.unlearn's reference is a copy of the (perturbed) model: NPO's ratio is 0 at step one
+    model.zero_grad()
+    l, m, _ = lm.token_losses(model, lm.batch_slice(enc, idx))
+    rl, rm, _ = lm.token_losses(model, lm.batch_slice(retain, ridx))
+    (0.1375 * L.npo(l, m, l.detach(), 2.5) + 1.0 * L.nll(rl, rm)).backward()
+    want = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert float((got - want).norm() / want.norm()) < 1e-5
+    model.zero_grad()
+    l, m, _ = lm.token_losses(model, lm.batch_slice(enc, idx))
+    rl, rm, _ = lm.token_losses(model, lm.batch_slice(retain, ridx))
+    (L.npo(l, m, l.detach(), 2.5) + L.nll(rl, rm)).backward()
+    other = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert float((got - other).norm() / other.norm()) > 1e-2  # coefficient 1 would be another step
 
 
 class Oracle(torch.nn.Module):

@@ -34,3 +34,13 @@ def test_smoke_end_to_end_and_deterministic(workflow_copy):
     assert strip(first) == strip(again)
     simsat = json.loads((workflow_copy / "results/smoke/satimp/simsat/seed0/results.json").read_text())["results"]
     assert {"forget10", "forget10|instance", "forget10|group", "forget10|batch", "forget10|beta_3"} <= set(simsat)
+    # the official protocol: one unlearning lr for every method and variant, chosen in fit_base by GA on the
+    # validation authors (recorded in base.json)
+    base = json.loads((workflow_copy / "results/smoke/satimp/base/base.json").read_text())
+    shared = base["unlearn_lr"]
+    assert shared["method"] == "ga" and len(shared["val_cal_es"]) == len(shared["grid"]) > 1
+    assert shared["lr"] == shared["grid"][min(range(len(shared["grid"])), key=shared["val_cal_es"].__getitem__)]
+    lrs = {out["lr"] for m in raw["methods"] for out in
+           json.loads((workflow_copy / f"results/smoke/satimp/{m}/seed0/results.json").read_text())["results"].values()}
+    lrs |= {out["lr"] for out in simsat.values()}
+    assert lrs == {shared["lr"]}

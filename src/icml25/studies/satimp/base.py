@@ -52,4 +52,9 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
            "p_template": float(p[imp == 0].mean()),
            "p_fact_median": float(np.median(p[imp > 0])) if (imp > 0).any() else None,
            "p_template_median": float(np.median(p[imp == 0]))}
+    if str(cfg["unlearn"].get("lr_select", "per_method")) == "shared":
+        # the one unlearning lr of every method (official protocol), chosen by GA on the validation authors
+        from .unlearn import shared_lr_for_base
+
+        rec["unlearn_lr"] = shared_lr_for_base(model, tok, splits, cfg, es)
     (Path(out_dir) / "base.json").write_text(json.dumps(rec, indent=1))

@@ -232,6 +232,28 @@ def token_probs(model, enc: dict, batch_size: int = 256):
     return torch.cat(ps).numpy(), torch.cat(imps).numpy()
 
 
+def token_errors(model, enc: dict, batch_size: int = 256) -> tuple[float, float]:
+    """Teacher-forced argmax error rate on the answer tokens (EOS excluded): (on annotated fact tokens, on
+    the other, template tokens). Where the retain errors sit after unlearning."""
+    import torch
+
+    dev = next(model.parameters()).device
+    wrong, imps = [], []
+    with torch.no_grad():
+        for s in range(0, enc["input_ids"].shape[0], batch_size):
+            b = {k: v[s:s + batch_size].to(dev) for k, v in enc.items()}
+            pred = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1].argmax(-1)
+            labels, imp = b["labels"][:, 1:], b["importance"][:, 1:]
+            for i in range(labels.shape[0]):
+                pos = torch.nonzero(labels[i] != -100).flatten()[: int(b["answer_len"][i])]
+                wrong.append((pred[i, pos] != labels[i, pos]).float().cpu())
+                imps.append(imp[i, pos].cpu())
+    w, m = torch.cat(wrong), torch.cat(imps) > 0
+    fact = float(w[m].mean()) if m.any() else float("nan")
+    tmpl = float(w[~m].mean()) if (~m).any() else float("nan")
+    return fact, tmpl
+
+
 # ---- interpolation ---------------------------------------------------------------------------------------
 
 def interpolate(model, orig: dict, unl: dict, alpha: float) -> None:

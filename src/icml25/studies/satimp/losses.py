@@ -1,18 +1,27 @@
 """Unlearning objectives on token losses l [B, T] (0 off the mask), mask [B, T] and importance [B, T].
 
-Token-reweighted gradient ascent (the paper's family): L_f = -(1/|T|) sum_t w_t l_t with w detached:
-    GA      w = 1
-    SimSat  w = p^beta                      (saturation; = WGA)
-    SimImp  w = (1 - p)^beta                (importance)
-    SatImp  w = p^beta1 (1 - p)^beta2       (the paper's method; beta1 = 5, beta2 = 0.1)
-    ImpT    w = annotated fact token (0/1)  (importance from annotations)
-    TopK    w = 1 on the q-share of highest-loss tokens of each answer; BottomK the q-share of lowest-loss
-Granularity variants of SimSat (official forget_granu.py): instance w_i = p(y_i|x_i)^beta = exp(-beta sum_t l_t),
-batch w = mean_i w_i, group = token weights sorted within an answer and averaged in groups of G.
+Token-reweighted gradient ascent (the paper's family), weights w detached, each with the official code's
+reduction (tmlr-group/SatImp, dataloader_sat/_granu/_imp/_hardsampling.py):
+    GA      w = 1                           token mean   -(1/|T|) sum_t w_t l_t over the batch's answer tokens
+    SimSat  w = p^beta                      token mean   (saturation; = WGA)
+    SimImp  w = (1 - p)^beta                token mean   (importance)
+    SatImp  w = p^beta1 (1 - p)^beta2       token mean   (the paper's method; beta1 = 5, beta2 = 0.1)
+    group   SimSat's token weights sorted within an answer and averaged in groups of G; token mean
+    instance w_i = p(y_i|x_i)^beta = exp(-beta sum_t l_t)      answer mean  -(1/B) sum_i w_i sum_t l_it
+    batch   w = mean_i w_i                                     answer mean
+    ImpT    w = annotated fact token (0/1)                     batch sum    -sum_it w_it l_it (unnormalised)
+    TopK    w = 1 where l > quantile_{1-q}(l of the answer)    batch sum
+    BottomK w = 1 where l < quantile_{1-q}(l of the answer)    batch sum    (the official rule: at q = 0.3 the
+            bottom 70% of each answer's tokens; the quantile is over the answer's tokens with l > 0)
 NPO  = -(2/beta) mean_i log sigmoid(-beta (sum_t l_t - sum_t l_t^ref)),
 SimNPO = -(2/beta) mean_i log sigmoid(beta mean_t l_t - gamma).
 """
 from __future__ import annotations
+
+# the official reduction of each weighting (see the module docstring)
+REDUCTION = {"ga": "token_mean", "simsat": "token_mean", "simimp": "token_mean", "satimp": "token_mean",
+             "simsat_group": "token_mean", "simsat_instance": "answer_mean", "simsat_batch": "answer_mean",
+             "impt": "sum", "topk": "sum", "bottomk": "sum"}
 
 
 def _p(l):
@@ -52,19 +61,19 @@ def token_weights(kind: str, l, mask, importance, hp: dict):
 
 
 def hard_selection(l, mask, q: float, top: bool):
-    """1 on the ceil(q n) highest-loss (top) or lowest-loss (bottom) answer tokens of each sequence."""
-    import math
-
+    """The official ga_topk / ga_bottomk masks: per answer, the threshold is the (1 - q) quantile (linear
+    interpolation, torch.quantile) of its token losses that are > 0; TopK keeps l > threshold (the top q
+    share), BottomK keeps l < threshold (the bottom 1 - q share: 70% at q = 0.3). An answer whose losses are
+    all 0 gets threshold +inf (TopK keeps nothing, BottomK every token, whose loss is 0)."""
     import torch
 
     sel = torch.zeros_like(l)
     for i in range(l.shape[0]):
-        pos = torch.nonzero(mask[i]).flatten()
-        if len(pos) == 0:
-            continue
-        k = max(1, math.ceil(q * len(pos)))
-        order = torch.argsort(l[i, pos], descending=top, stable=True)
-        sel[i, pos[order[:k]]] = 1.0
+        row = l[i][mask[i].bool()]
+        nz = row[row > 0]
+        thr = torch.quantile(nz, 1 - q) if len(nz) else torch.tensor(float("inf"))
+        keep = (l[i] > thr) if top else (l[i] < thr)
+        sel[i] = (keep & mask[i].bool()).float()
     return sel
 
 
@@ -81,9 +90,18 @@ def group_average(w, mask, group: int):
     return out
 
 
-def reweighted_ga(l, mask, w):
-    """L_f = -(1/|T|) sum w l over the answer tokens of the batch (w detached)."""
-    return -(w.detach() * l).sum() / mask.sum()
+def reweighted_ga(l, mask, w, reduction: str = "token_mean"):
+    """L_f = -sum w l (w detached), reduced as the official code does: `token_mean` divides by the batch's
+    answer-token count, `answer_mean` by the number of answers (per-answer sums averaged over answers),
+    `sum` not at all."""
+    total = -(w.detach() * l).sum()
+    if reduction == "token_mean":
+        return total / mask.sum()
+    if reduction == "answer_mean":
+        return total / l.shape[0]
+    if reduction == "sum":
+        return total
+    raise KeyError(reduction)
 
 
 def npo(l, mask, l_ref, beta: float):

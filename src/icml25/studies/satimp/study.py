@@ -15,17 +15,18 @@ PAPER = Paper(
 )
 
 METHODS = {
-    "satimp": Method("satimp", "SatImp (β1=5, β2=0.1)", True, "w = p^β1 (1-p)^β2, token-level, detached"),
+    "satimp": Method("satimp", "SatImp (β1=5, β2=0.1)", True, "w = p^β1 (1-p)^β2, token-level, detached, token mean"),
     "satimp_gd": Method("satimp_gd", "SatImp+GD", True, "SatImp + 0.1 × retain NLL (official coefficient)"),
     "simsat": Method("simsat", "SimSat (β=1)", False, "saturation w = p^β (= WGA); variants: granularity, β sweep"),
     "simimp": Method("simimp", "SimImp (β=1)", False, "importance w = (1-p)^β"),
-    "impt": Method("impt", "ImpT", False, "GA on the annotated fact tokens only"),
-    "topk": Method("topk", "TopK (q=0.3)", False, "GA on the 30% highest-loss tokens of each answer"),
-    "bottomk": Method("bottomk", "BottomK (q=0.3)", False, "GA on the 30% lowest-loss tokens of each answer"),
+    "impt": Method("impt", "ImpT", False, "GA on the annotated fact tokens only (unnormalised sum, official)"),
+    "topk": Method("topk", "TopK (q=0.3)", False, "GA on the tokens above each answer's 70% loss quantile (sum)"),
+    "bottomk": Method("bottomk", "BottomK (q=0.3)", False,
+                      "GA on the tokens below each answer's 70% loss quantile: the bottom 70% (official rule; sum)"),
     "ga": Method("ga", "GA", False, "gradient ascent"),
     "gd": Method("gd", "GD", False, "GA + 1.0 × retain NLL"),
-    "npo": Method("npo", "NPO (β=0.1)", False, "reference = the model before unlearning"),
-    "npo_gd": Method("npo_gd", "NPO+GD", False, "NPO + 1.0 × retain NLL"),
+    "npo": Method("npo", "NPO (β=2.5)", False, "reference = the model before unlearning; official β 2.5"),
+    "npo_gd": Method("npo_gd", "NPO+GD", False, "0.1375 × NPO (β=2.5) + 1.0 × retain NLL (official coefficients)"),
     "simnpo": Method("simnpo", "SimNPO (β=2.5, γ=0)", False, "length-normalised, reference-free NPO"),
 }
 
@@ -35,12 +36,17 @@ METRICS = {
     "es_retain": ("ES on the held-out retain-eval authors, unlearned model", "higher"),
     "es_world": ("ES on world facts, unlearned model", "higher"),
     "cal_alpha": ("share of the unlearning update kept by the calibration (1 = unlearned model)", ""),
-    "cal_es_forget": ("forget ES (exact) at the calibrated mix: retain ES >= 0.95 x original", "lower"),
+    "cal_es_forget": ("forget ES (exact) at the calibrated mix: retain ES >= retain_fraction (0.9) x original",
+                      "lower"),
     "cal_es_forget_para": ("forget ES (paraphrased) at the calibrated mix", "lower"),
     "cal_es_retain": ("retain ES at the calibrated mix", "higher"),
     "cal_es_world": ("world-fact ES at the calibrated mix", "higher"),
-    "lr": ("learning rate chosen on the validation authors", ""),
-    "val_cal_es": ("calibrated forget ES of the validation authors at the chosen lr", "lower"),
+    "lr": ("unlearning lr: the shared one (GA on the validation authors) or the method's own", ""),
+    "val_cal_es": ("calibrated forget ES of the validation authors at the chosen lr (GA's when shared)", "lower"),
+    "ret_err_fact": ("retain-eval teacher-forced token error on fact tokens, unlearned model", "lower"),
+    "ret_err_template": ("retain-eval teacher-forced token error on template tokens, unlearned model", "lower"),
+    "cal_ret_err_fact": ("retain-eval token error on fact tokens at the calibrated mix", "lower"),
+    "cal_ret_err_template": ("retain-eval token error on template tokens at the calibrated mix", "lower"),
     "spearman_w_p": ("Spearman(weight, p) over the forget tokens of the original model", ""),
     "w_fact_over_template": ("mean weight on annotated fact tokens / on template tokens (original model)", ""),
     "orig_es_forget": ("the original model's forget ES (exact)", ""),
@@ -138,7 +144,7 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
                 key = _ORIG.get(name)
             elif key == "val_cal_es":
                 val = min(val) if val else None
-            if key in METRICS and val is not None:
+            if key in METRICS and val is not None and val == val:  # (no NaN: a split without fact tokens)
                 rows.append({"setting": setting, "metric": key, "value": float(val)})
     for key in ("p_fact_orig", "p_template_orig"):
         if res.get(key) is not None:
@@ -152,7 +158,8 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
 COLUMNS = [("lr", "lr", 5), ("es_forget", "ES forget", 3), ("es_forget_para", "ES forget para", 3),
            ("es_retain", "ES retain", 3), ("es_world", "ES world", 3), ("cal_alpha", "α (calibrated)", 2),
            ("cal_es_forget", "cal. ES forget ↓", 3), ("cal_es_forget_para", "cal. ES para ↓", 3),
-           ("cal_es_world", "cal. ES world", 3)]
+           ("cal_es_world", "cal. ES world", 3), ("cal_ret_err_fact", "cal. retain err fact", 3),
+           ("cal_ret_err_template", "cal. retain err template", 3)]
 
 
 def _settings(agg, method: str, split: str) -> list[str]:
@@ -364,11 +371,13 @@ STUDY = Study(
     ],
     stand_ins={
         "smoke": "a few procedural authors and a 1-layer LlamaForCausalLM fitted for a few steps; numbers meaningless.",
-        "mini": "TOFU-lite: 100 procedural fictitious authors x 10 attributes (forget10 = 10 authors, lr chosen on 10 "
-                "validation authors, retain-eval = 10 held-out retain authors) and 100 world facts; a 0.45M-parameter "
-                "LlamaForCausalLM with a word-level tokenizer trained in the pipeline until it memorises them "
-                "(ES = 1), saved with save_pretrained and loaded with AutoModelForCausalLM.from_pretrained; 5 "
-                "unlearning epochs, 3 seeds (seed = minibatch order).",
+        "mini": "TOFU-lite: 100 procedural fictitious authors x 10 attributes (forget10 = 10 authors, the shared lr "
+                "chosen by GA on 10 validation authors, retain-eval = 10 held-out retain authors) and 100 world facts; "
+                "a 2.87M-parameter LlamaForCausalLM (hidden 256, 4 layers, base lr 2e-3, 600 steps) with a word-level "
+                "tokenizer trained in the pipeline until it memorises them, saved with save_pretrained and loaded "
+                "with AutoModelForCausalLM.from_pretrained; 5 unlearning epochs at batch 16, one lr for every method, "
+                "gradient norm clipped at 1, retain bar 0.9 x original; 6 seeds for SatImp/SimSat/SimImp/ImpT/GA, 3 "
+                "for the rest and for SimSat's variants (seed = minibatch order).",
         "full": "TOFU (locuslab/TOFU forget01/05/10 with perturbed sets, world facts) and SatImp's official "
                 "importance annotations; Phi-1.5 (or Llama-2-7b-chat) fine-tuned on TOFU full in bf16, lr 2e-5 "
                 "(paper's), same code path.",

@@ -1,5 +1,11 @@
 """Unlearning runs: the method table, the training loop, the retain-calibrated evaluation and the
-learning-rate choice on the validation author split."""
+learning-rate choice on the validation author split.
+
+Learning rate (`unlearn.lr_select`): `shared` (the main arm, the official protocol: one lr for every method,
+as the official code runs every objective at the config's lr 2e-5) is chosen once, in fit_base, by GA on the
+validation authors (`choose_shared_lr`), and every method and variant uses it; `per_method` (a labelled
+departure, the earlier protocol of this study) chooses it per method, seed and variant on the validation
+authors. A grid of one value is used as is."""
 from __future__ import annotations
 
 import copy
@@ -16,8 +22,10 @@ from . import lm
 SPECS = {
     "ga": {"objective": "weighted", "kind": "ga"},
     "gd": {"objective": "weighted", "kind": "ga", "retain": 1.0},
-    "npo": {"objective": "npo", "beta": 0.1},
-    "npo_gd": {"objective": "npo", "beta": 0.1, "retain": 1.0},
+    # official forget_base.yaml: beta 2.5 (NPO and SimNPO), npo_coeff 0.1375 on the NPO term of NPO+GD,
+    # grad_diff_coeff 1.0 on its retain NLL
+    "npo": {"objective": "npo", "beta": 2.5},
+    "npo_gd": {"objective": "npo", "beta": 2.5, "forget": 0.1375, "retain": 1.0},
     "simnpo": {"objective": "simnpo", "beta": 2.5, "gamma": 0.0},
     "simsat": {"objective": "weighted", "kind": "simsat", "beta": 1.0},
     "simimp": {"objective": "weighted", "kind": "simimp", "beta": 1.0},
@@ -34,12 +42,15 @@ SPECS = {
 def spec_for(cfg: dict, method: str, override: dict | None = None) -> dict:
     spec = {**SPECS[method], **cfg.get("hp", {}).get(method, {}), **(override or {})}
     spec.setdefault("retain", 0.0)
+    spec.setdefault("forget", 1.0)
     return spec
 
 
 def forget_loss(spec: dict, l, mask, imp, l_ref=None):
+    """The forget term (before its coefficient `forget`)."""
     if spec["objective"] == "weighted":
-        return L.reweighted_ga(l, mask, L.token_weights(spec["kind"], l, mask, imp, spec))
+        return L.reweighted_ga(l, mask, L.token_weights(spec["kind"], l, mask, imp, spec),
+                               spec.get("reduction") or L.REDUCTION[spec["kind"]])
     if spec["objective"] == "npo":
         return L.npo(l, mask, l_ref, float(spec["beta"]))
     if spec["objective"] == "simnpo":
@@ -51,7 +62,8 @@ def unlearn(model, orig: dict, ref_model, forget_enc: dict, retain_enc: dict, sp
             seed: int) -> list[tuple[int, float]]:
     """Reset the model to the original weights and unlearn the forget set: `epochs` passes of minibatches
     (seeded order), AdamW (no weight decay), one warm-up epoch then linear decay (the HF Trainer schedule of
-    the official code). Methods with a retain term add `retain` x NLL on a random retain minibatch."""
+    the official code), gradients clipped to norm `max_grad_norm` (the official max_grad_norm = 1) when set.
+    Loss = `forget` x forget term + `retain` x NLL on a random retain minibatch (when retain > 0)."""
     import torch
 
     lm.interpolate(model, orig, orig, 0.0)
@@ -83,7 +95,7 @@ def unlearn(model, orig: dict, ref_model, forget_enc: dict, retain_enc: dict, sp
             b = {k: v.to(dev) for k, v in lm.batch_slice(forget_enc, idx).items()}
             l, m, imp = lm.token_losses(model, b)
             l_ref = ref_l[idx.to(dev)][:, : l.shape[1]] if ref_sums is not None else None
-            loss = forget_loss(spec, l, m, imp, l_ref)
+            loss = float(spec.get("forget", 1.0)) * forget_loss(spec, l, m, imp, l_ref)
             if float(spec.get("retain", 0.0)) > 0:
                 ridx = torch.randint(0, n_ret, (len(idx),), generator=g)
                 rb = {k: v.to(dev) for k, v in lm.batch_slice(retain_enc, ridx).items()}
@@ -91,6 +103,8 @@ def unlearn(model, orig: dict, ref_model, forget_enc: dict, retain_enc: dict, sp
                 loss = loss + float(spec["retain"]) * L.nll(rl, rm)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if ucfg.get("max_grad_norm"):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), float(ucfg["max_grad_norm"]))
             opt.step()
             sched.step()
             curve.append((step, float((l.detach().sum() / m.sum()))))
@@ -167,33 +181,41 @@ def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_d
 
     # the method itself, then its variants (granularity, beta sweep) as extra settings "<split>|<variant>"
     variants = [("", {})] + [(f"|{name}", dict(ov)) for name, ov in cfg.get("variants", {}).get(method, {}).items()]
+    if cfg.get("variant_seeds") is not None and int(seed) not in {int(x) for x in cfg["variant_seeds"]}:
+        variants = variants[:1]  # the variants (granularity, beta sweep) run on `variant_seeds` only (cost)
 
+    lr_mode = str(ucfg.get("lr_select", "per_method"))
+    if lr_mode not in ("shared", "per_method"):
+        raise ValueError(f"satimp: unlearn.lr_select must be 'shared' or 'per_method', got {lr_mode!r}")
+    shared = None
+    if lr_mode == "shared":
+        shared = rec.get("unlearn_lr") or choose_shared_lr(model, orig, enc, cfg, es0)
     results, curves = {}, []
     for suffix, override in variants:
         spec = spec_for(cfg, method, override)
-        # 1. lr on the validation author split: calibrated val-forget ES (retain_val), never the test forget set
-        grid = [float(x) for x in ucfg["lr_grid"]]
-        val = []
-        if len(grid) > 1:
-            for lr in grid:
-                unlearn(model, orig, ref, enc["val_forget"], enc["retain_train"], spec, lr, ucfg, seed)
-                unl = state(model)
-                a, _, _ = calibrate(model, orig, unl, enc["retain_val"], frac * es0["retain_val"], coarse, fine)
-                val.append(float(lm.es_scores(model, enc["val_forget"]).mean()))
-        lr = grid[int(np.argmin(val))] if val else grid[0]
+        # 1. lr: the shared one fit_base chose by GA on the validation authors (official protocol: one lr for
+        # every method), or per method on the validation authors; never on the test forget set
+        if shared is not None:
+            lr, grid, val = float(shared["lr"]), list(shared["grid"]), list(shared["val_cal_es"])
+        else:
+            lr, grid, val = val_lr(model, orig, ref, enc, spec, cfg, seed, es0)
         for split in forget_splits:
             setting = split + suffix
             curve = unlearn(model, orig, ref, enc[split], enc["retain_train"], spec, lr, ucfg, seed)
             curves += [{"setting": setting, "metric": "forget_nll", "step": s, "value": v} for s, v in curve]
             unl = state(model)
-            out = {"lr": lr, "val_lr_grid": grid, "val_cal_es": val}
+            out = {"lr": lr, "val_lr_grid": grid, "val_cal_es": val, "lr_select": lr_mode}
             for name, key in ((split, "es_forget"), (split + ":para", "es_forget_para"), ("retain_eval", "es_retain"),
                               ("world", "es_world")):
                 out[key] = float(lm.es_scores(model, enc[name]).mean())
+            if suffix == "":
+                out["ret_err_fact"], out["ret_err_template"] = lm.token_errors(model, enc["retain_eval"])
             a, es_r, n_eval = calibrate(model, orig, unl, enc["retain_eval"], frac * es0["retain_eval"], coarse, fine)
             out.update(cal_alpha=a, cal_evals=n_eval, cal_es_retain=es_r)
             for name, key in ((split, "cal_es_forget"), (split + ":para", "cal_es_forget_para"), ("world", "cal_es_world")):
                 out[key] = float(lm.es_scores(model, enc[name]).mean())
+            if suffix == "":
+                out["cal_ret_err_fact"], out["cal_ret_err_template"] = lm.token_errors(model, enc["retain_eval"])
             if suffix == "":
                 out.update(weight_analysis(model, orig, enc[split], spec))
                 out.update({f"orig_{k}": v for k, v in es0.items() if k in (split, split + ":para", "retain_eval", "world")})
@@ -204,6 +226,37 @@ def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_d
            "cpu_seconds": time.process_time() - c0}
     (Path(run_dir) / "results.json").write_text(json.dumps(res, indent=1))
     return {"curves": curves}
+
+
+def val_lr(model, orig: dict, ref, enc: dict, spec: dict, cfg: dict, seed: int, es0: dict):
+    """(lr, grid, calibrated val-forget ES per lr): the grid lr whose unlearning of the validation authors
+    (val_forget, calibrated on retain_val) leaves the lowest forget ES; a one-value grid is used as is."""
+    ucfg, ev = cfg["unlearn"], cfg["eval"]
+    grid = [float(x) for x in ucfg["lr_grid"]]
+    if len(grid) == 1:
+        return grid[0], grid, []
+    val = []
+    for lr in grid:
+        unlearn(model, orig, ref, enc["val_forget"], enc["retain_train"], spec, lr, ucfg, seed)
+        unl = state(model)
+        calibrate(model, orig, unl, enc["retain_val"], float(ev["retain_fraction"]) * es0["retain_val"],
+                  float(ev["alpha_step"]), float(ev["alpha_refine"]))
+        val.append(float(lm.es_scores(model, enc["val_forget"]).mean()))
+    lm.interpolate(model, orig, orig, 0.0)
+    return grid[int(np.argmin(val))], grid, val
+
+
+def choose_shared_lr(model, orig: dict, enc: dict, cfg: dict, es0: dict) -> dict:
+    """The one lr every method uses (lr_select: shared): chosen by GA, the objective every reweighting
+    modifies, on the validation authors at the base seed. Called by fit_base (recorded in base.json)."""
+    lr, grid, val = val_lr(model, orig, None, enc, spec_for(cfg, "ga"), cfg, int(cfg.get("base_seed", 0)), es0)
+    return {"lr": lr, "grid": grid, "val_cal_es": val, "method": "ga"}
+
+
+def shared_lr_for_base(model, tok, splits: dict, cfg: dict, es0: dict) -> dict:
+    """choose_shared_lr on freshly encoded validation splits (fit_base's entry point)."""
+    enc = _encodings(tok, splits, cfg["prompt"], ["val_forget", "retain_train", "retain_val"])
+    return choose_shared_lr(model, state(model), enc, cfg, es0)
 
 
 def weight_analysis(model, orig: dict, enc: dict, spec: dict) -> dict:
