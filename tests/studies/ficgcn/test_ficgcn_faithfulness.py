@@ -139,6 +139,27 @@ def test_noo_never_increases_spintra_rotations_over_natural_order(sbm1000):
         assert rot["noo"] <= rot["natural"], (t, rot)
 
 
+def test_noo_sub_rings_cut_rotations_where_natural_order_wraps_negative_shifts():
+    """256 disjoint 8-cycles numbered cycle by cycle: natural (and RCM) order gives shifts +-1 and +-7, and the
+    negative ones wrap mod M into 12 / 10 set bits. NOO makes each cycle one region = one sub-ring of stride
+    R = 512, so every shift is a multiple of R (bits 9-11 only). The executed schedules: natural 25 rotations,
+    NOO 6. Fails if the sub-ring layout, the BFS regions or the greedy placement breaks."""
+    G = nx.disjoint_union_all([nx.cycle_graph(8) for _ in range(256)])
+    A = normalized_adjacency(nx.to_scipy_sparse_array(G, nodelist=range(2048), format="csr"))
+    M, rot, lays = 4096, {}, {}
+    for order in ("natural", "rcm", "noo"):
+        lays[order] = lay = od.layout_for(order, A, M, 1, 8)
+        be = inf.DryRun(M)
+        ag.spintra(be, [[be.encrypt(np.zeros(M))]], A, lay)
+        rot[order] = be.counts["rot"]
+    c = A.tocoo()
+    k = (lays["noo"].pos[c.col] - lays["noo"].pos[c.row]) % M
+    assert np.all(k % (M // 8) == 0)  # every edge inside its region's sub-ring
+    k_nat = (lays["natural"].pos[c.col] - lays["natural"].pos[c.row]) % M
+    assert max(bin(int(x)).count("1") for x in k_nat) == 12  # natural order wraps -1 into all-high bits
+    assert 3 * rot["noo"] <= rot["natural"] and 3 * rot["noo"] <= rot["rcm"], rot
+
+
 def test_noo_layout_is_interspersed_sub_rings():
     A = _karate()
     lay = od.noo_layout(A, 256, 1, 4)
