@@ -76,7 +76,7 @@ def test_unreachable_tracking_server(workflow_copy, tmp_path):
                   ["evaluate", "--method", "anova", "--seed", "0"]):
         assert cli(workflow_copy, stage[0], "--study", "sand", "--scale", "smoke", *stage[1:])[0] == 0
     path = workflow_copy / "config" / "studies" / "sand.yaml"
-    path.write_text(path.read_text().replace("methods: [sand, stg, lassonet, anova, random, all]", "methods: [anova]"))
+    path.write_text(path.read_text().replace("methods: [sand, stg, stg_paper, lassonet, anova, random, all]", "methods: [anova]"))
     rc, err = cli(workflow_copy, "track", "--study", "sand", "--scale", "smoke",
                   "--tracking-uri", "http://127.0.0.1:9")
     assert rc == 2

@@ -111,7 +111,7 @@ def test_config_change_reruns_only_affected_jobs_and_new_hash(tmp_path, smoke_tr
     jobs = _jobs(root)
     assert jobs, "a config change must rerun the study's jobs"
     assert not any("data/" in j for j in jobs), f"training hp change must not redo data: {jobs}"
-    assert sum("train.json" in j for j in jobs) == 6 and sum("metrics.json" in j for j in jobs) == 6
+    assert sum("train.json" in j for j in jobs) == 7 and sum("metrics.json" in j for j in jobs) == 7
     assert all("/sand" in j or "summary.md" in j for j in jobs), f"other studies' jobs rerun: {jobs}"
     old = json.loads((root / "results/smoke/sand/sand/seed0/metrics.json").read_text())["config_hash"]
     snakemake(root, "all", "--config", "scale=smoke", "--cores", "2")
@@ -120,7 +120,7 @@ def test_config_change_reruns_only_affected_jobs_and_new_hash(tmp_path, smoke_tr
     c = MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
     exp = c.get_experiment_by_name("smoke/sand")
     runs = c.search_runs([exp.experiment_id])
-    assert len(runs) == 6  # re-ingestion replaced the old runs
+    assert len(runs) == 7  # re-ingestion replaced the old runs
     new = {r.data.tags["config_hash"] for r in runs}
     assert len(new) == 1 and old not in new
     assert json.loads((root / "results/smoke/sand/sand/seed0/metrics.json").read_text())["config_hash"] in new
@@ -138,7 +138,7 @@ def test_code_change_reruns_only_that_study(tmp_path, smoke_tree):
     assert _jobs(root) == []
     src.write_text(src.read_text() + "\n# edited\n")
     jobs = _jobs(root)
-    assert sum("train.json" in j for j in jobs) == 6
+    assert sum("train.json" in j for j in jobs) == 7
     assert all("/sand" in j or "summary.md" in j for j in jobs), f"other studies' jobs rerun: {jobs}"
     assert not any("data/" in j for j in jobs), "methods.py is not data code: data stays"
     data_src = root / "src" / "icml25" / "studies" / "sand" / "datasets.py"

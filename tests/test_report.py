@@ -133,7 +133,7 @@ def test_sand_figure_objects(smoke_tree):
             assert [b.get_label() for b in bars] == labels, ax.get_title()
             assert ax.get_xlabel() == "method" and ax.get_ylabel() in ("test accuracy", "test MAE, train-std units (lower better)")
         stars = [ln for ax in acc for ln in ax.lines if ln.get_gid() == F.REFERENCE]
-        assert len(stars) == 3  # SAND on Fashion and Madelon, STG on Madelon (the paper's numbers)
+        assert len(stars) == 5  # SAND on Fashion; SAND and STG (paper protocol) on both Madelon sets (the paper's numbers)
         for ax in figs["train_loss"].axes:
             series = [ln for ln in ax.lines if not ln.get_label().startswith("_")]
             assert [ln.get_label() for ln in series] == labels and ax.get_xlabel() == "epoch"

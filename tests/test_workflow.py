@@ -18,7 +18,7 @@ def test_summary_and_tables(smoke_tree):
     md = (smoke_tree / "results" / "smoke" / "tables" / "sand.md").read_text()
     assert "SAND (no retraining)" in md and "random-k + retrain" in md
     long = pd.read_parquet(smoke_tree / "results" / "smoke" / "metrics.parquet")
-    assert set(long[long.study == "sand"].method) == {"sand", "stg", "lassonet", "anova", "random", "all"}
+    assert set(long[long.study == "sand"].method) == {"sand", "stg", "stg_paper", "lassonet", "anova", "random", "all"}
     assert {"test_metric", "epochs_total", "cpu_seconds"} <= set(long.metric)
 
 
@@ -29,7 +29,7 @@ def test_mlflow_has_one_tagged_run_per_method_seed(smoke_tree):
     exp = c.get_experiment_by_name("smoke/sand")
     runs = c.search_runs([exp.experiment_id])
     keys = sorted((r.data.tags["method"], r.data.tags["seed"]) for r in runs)
-    assert keys == sorted((m, "0") for m in ["sand", "stg", "lassonet", "anova", "random", "all"])
+    assert keys == sorted((m, "0") for m in ["sand", "stg", "stg_paper", "lassonet", "anova", "random", "all"])
     for r in runs:
         tags = r.data.tags
         assert len(tags["git_commit"]) >= 40 and tags["scale"] == "smoke" and tags["study"] == "sand"
