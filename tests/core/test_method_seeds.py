@@ -8,7 +8,7 @@ import pytest
 from icml25 import tables
 from icml25.core import config, evidence
 from icml25.core.errors import UserError
-from icml25.core.io import write_json
+from runfiles import metric_files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,13 +58,7 @@ def test_schema_rejects_bad_method_seeds(bad):
 
 def test_unequal_seed_counts_aggregate_and_pair_on_shared_seeds(tmp_path):
     vals = {("cheap", s): 0.1 * s for s in range(4)} | {("costly", 0): 1.0, ("costly", 1): 3.0}
-    files = []
-    for (m, s), v in vals.items():
-        f = tmp_path / m / f"seed{s}" / "metrics.json"
-        write_json(f, {"study": "toy", "scale": "mini", "method": m, "seed": s,
-                       "metrics": [{"setting": "d", "metric": "acc", "value": v}]})
-        files.append(f)
-    long = tables.collect(files)
+    long = tables.collect(metric_files(tmp_path, vals, scale="mini", setting="d"))
     agg = tables.aggregate(long)
     assert tables.lookup(agg, "cheap", "d", "acc") == pytest.approx((0.15, 0.1290994, 4))
     assert tables.lookup(agg, "costly", "d", "acc") == pytest.approx((2.0, 1.4142136, 2))

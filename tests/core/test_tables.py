@@ -4,20 +4,11 @@ import pytest
 from icml25 import tables
 from icml25.core.io import write_json
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study
-
-
-def _runs(tmp_path, values):
-    files = []
-    for (method, seed), v in values.items():
-        f = tmp_path / method / f"seed{seed}" / "metrics.json"
-        write_json(f, {"study": "toy", "scale": "smoke", "method": method, "seed": seed,
-                       "metrics": [{"setting": "d1", "metric": "acc", "value": v}]})
-        files.append(f)
-    return files
+from runfiles import metric_files
 
 
 def test_aggregate_mean_std_over_seeds(tmp_path):
-    files = _runs(tmp_path, {("a", 0): 0.5, ("a", 1): 0.7, ("b", 0): 0.2})
+    files = metric_files(tmp_path, {("a", 0): 0.5, ("a", 1): 0.7, ("b", 0): 0.2})
     agg = tables.aggregate(tables.collect(files))
     a = agg[agg.method == "a"].iloc[0]
     assert a["mean"] == pytest.approx(0.6) and a["std"] == pytest.approx(0.1414213, rel=1e-5) and a["n"] == 2
@@ -46,11 +37,11 @@ def test_claim_verdicts_computed_from_numbers(tmp_path):
 
     study = _toy_study(check)
     out = tmp_path / "t"
-    files = _runs(tmp_path, {("a", 0): 0.9, ("b", 0): 0.1})
+    files = metric_files(tmp_path, {("a", 0): 0.9, ("b", 0): 0.1})
     tables.write_study_table(study, {"scale": "smoke"}, files, out / "x.csv", out / "x.md", out / "x.claims.json")
     claims = pd.read_json(out / "x.claims.json").claims
     assert claims[0]["verdict"] == "holds" and claims[0]["ours"] == "0.90 vs 0.10"
-    files = _runs(tmp_path, {("a", 0): 0.1, ("b", 0): 0.9})
+    files = metric_files(tmp_path, {("a", 0): 0.1, ("b", 0): 0.9})
     tables.write_study_table(study, {"scale": "smoke"}, files, out / "x.csv", out / "x.md", out / "x.claims.json")
     md = (out / "x.md").read_text()
     assert "| a beats b | 1 vs 0 | 0.10 vs 0.90 | – | 1 pooled | fails |" in md
@@ -61,7 +52,7 @@ def test_claim_missing_rows_is_na(tmp_path):
         raise KeyError("b/d1/acc")
 
     study = _toy_study(check)
-    res = tables.check_claims(study, tables.aggregate(tables.collect(_runs(tmp_path, {("a", 0): 1.0}))), {})
+    res = tables.check_claims(study, tables.aggregate(tables.collect(metric_files(tmp_path, {("a", 0): 1.0}))), {})
     assert res[0]["verdict"] == "n.a." and "b/d1/acc" in res[0]["ours"]
 
 
@@ -71,7 +62,7 @@ def test_claim_result_rejects_unknown_verdict():
 
 
 def test_aggregate_keeps_seeds_aligned_with_values(tmp_path):
-    files = _runs(tmp_path, {("a", 2): 0.3, ("a", 0): 0.5, ("a", 1): 0.7})
+    files = metric_files(tmp_path, {("a", 2): 0.3, ("a", 0): 0.5, ("a", 1): 0.7})
     agg = tables.aggregate(tables.collect(files))
     from icml25.core.evidence import seed_values
     assert seed_values(agg, "a", "d1", "acc") == {0: 0.5, 1: 0.7, 2: 0.3}
@@ -87,7 +78,7 @@ def test_paired_margin_reaches_table_and_summary(tmp_path):
     study = _toy_study(check)
     out = tmp_path / "t"
     # a - b per seed: 0.1, 0.3, 0.2 -> mean 0.2, s = 0.1, half-width t(2) * 0.1 / sqrt(3) = 0.2484
-    files = _runs(tmp_path, {("a", 0): 0.6, ("a", 1): 0.8, ("a", 2): 0.7, ("b", 0): 0.5, ("b", 1): 0.5, ("b", 2): 0.5})
+    files = metric_files(tmp_path, {("a", 0): 0.6, ("a", 1): 0.8, ("a", 2): 0.7, ("b", 0): 0.5, ("b", 1): 0.5, ("b", 2): 0.5})
     tables.write_study_table(study, {"scale": "smoke"}, files, out / "x.csv", out / "x.md", out / "x.claims.json")
     c = pd.read_json(out / "x.claims.json").claims[0]
     assert c["verdict"] == "inconclusive" and c["n_seeds"] == 3
@@ -99,7 +90,7 @@ def test_paired_margin_reaches_table_and_summary(tmp_path):
 
 
 def test_summary_has_one_row_per_claim(tmp_path):
-    files = _runs(tmp_path, {("a", 0): 0.9})
+    files = metric_files(tmp_path, {("a", 0): 0.9})
     write_json(tmp_path / "toy.claims.json", {"study": "toy", "scale": "smoke", "title": "T", "claims": [
         {"id": "c1", "claim": "x", "paper": "p", "ours": "o", "verdict": "holds"},
         {"id": "c2", "claim": "y", "paper": "p", "ours": "o", "verdict": "fails"}]})
