@@ -34,7 +34,9 @@ class Ctx:
 
         study = registry.get_study(name)
         raw = config.load_study(self.root, name)
-        listed = list(raw["methods"]) + [m for sc in raw["scales"].values() for m in (sc or {}).get("methods", [])]
+        scales = [sc or {} for sc in raw["scales"].values()]
+        scales += [v for sc in scales for v in (sc.get("variants") or {}).values()]  # a variant may list methods too
+        listed = list(raw["methods"]) + [m for sc in scales for m in sc.get("methods", [])]
         unknown = sorted({m for m in listed if m not in study.methods})
         if unknown:
             raise UserError(f"config/studies/{name}.yaml lists unknown method(s) {unknown}; known: {', '.join(study.methods)}")

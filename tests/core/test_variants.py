@@ -55,3 +55,12 @@ def test_repo_variants_validate():
             for name in (sc or {}).get("variants", {}):
                 cfg = config.effective(raw, f"{base}-{name}")
                 assert cfg["scale"] == base and cfg["variant"] == name
+
+
+def test_unknown_method_of_a_variant_is_named(workflow_copy, capsys):
+    from icml25 import cli
+
+    path = workflow_copy / "config" / "studies" / "sand.yaml"
+    path.write_text(path.read_text().replace("  full:\n", "  full:\n    variants:\n      other: {methods: [sand, nope]}\n", 1))
+    assert cli.main(["table", "--root", str(workflow_copy), "--scale", "mini", "--study", "sand"]) == 2
+    assert "unknown method(s) ['nope']" in capsys.readouterr().err
