@@ -189,7 +189,9 @@ def run(cfg: dict, method: str, seed: int, data_dir: Path, base_dir: Path, run_d
         raise ValueError(f"satimp: unlearn.lr_select must be 'shared' or 'per_method', got {lr_mode!r}")
     shared = None
     if lr_mode == "shared":
-        shared = rec.get("unlearn_lr") or choose_shared_lr(model, orig, enc, cfg, es0)
+        if "unlearn_lr" not in rec:  # fit_base chooses it once (a shared-lr config reruns fit_base)
+            raise KeyError(f"satimp: {Path(base_dir) / 'base.json'} has no unlearn_lr; rerun fit_base")
+        shared = rec["unlearn_lr"]
     results, curves = {}, []
     for suffix, override in variants:
         spec = spec_for(cfg, method, override)
