@@ -38,7 +38,8 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
 
     site = tmp_path / "site"
     rng = np.random.default_rng(0)
-    for sub, names in (("train", ["test_001.png", "test_002.png"]), ("bsd", ["test001.png"]), ("val", ["test_400.png"])):
+    for sub, names in (("train", ["test_001.png", "test_002.png"]), ("bsd", ["test001.png"]), ("val", ["test_400.png"]),
+                       ("set12", ["01.png"])):
         (site / sub).mkdir(parents=True)
         for n in names:
             Image.fromarray(rng.integers(0, 256, (40, 48), dtype=np.uint8)).save(site / sub / n)
@@ -50,8 +51,9 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
                                          "range": [1, 2]},
                                "test": {"source": "url", "base": f"{url}/bsd", "pattern": "test{:03d}.png",
                                         "range": [1, 2]},
-                               "val": {"source": "url", "base": f"{url}/val", "files": ["test_400.png"]}},
-                    "train_splits": ["train"], "test_splits": ["test"], "val_split": "val"}}
+                               "val": {"source": "url", "base": f"{url}/val", "files": ["test_400.png"]},
+                               "set12": {"source": "url", "base": f"{url}/set12", "pattern": "{:02d}.png", "range": [1, 1]}},
+                    "train_splits": ["train"], "test_splits": ["test"], "deblur_splits": ["set12"], "val_split": "val"}}
     raw, out = tmp_path / "raw", tmp_path / "out"
     out.mkdir()
     D.download(cfg, raw)
@@ -64,6 +66,9 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
     want = np.asarray(Image.open(site / "bsd" / "test001.png"), np.float32) / 255
     np.testing.assert_allclose(test["test001"], want, atol=1e-6)
     assert test["test002"].ndim == 2  # colour converted to gray
+    (name, deblur), = D.load_images(out / "deblur.npz")  # deblurring on its own split (Set12 at full), not BSD68
+    assert name == "01"
+    np.testing.assert_allclose(deblur, np.asarray(Image.open(site / "set12" / "01.png"), np.float32) / 255, atol=1e-6)
     (name, val), = D.load_images(out / "val.npz")
     assert name == "test_400" and val.shape == (32, 32)
     (raw / "train" / "test_001.png").unlink()
@@ -71,3 +76,20 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
 
     with pytest.raises(UserError, match="download"):
         D.preprocess(cfg, raw, out)
+
+
+def test_device_follows_the_config(monkeypatch):
+    """`device: auto` is a GPU where one exists (the full scale), the host otherwise; a model and its batches
+    land where the config says (only the CPU can be exercised here)."""
+    import torch
+
+    from icml25.studies.deal import training as T
+
+    assert T.device_of({}) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert T.device_of({"device": "auto"}) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert T.device_of({"device": "auto"}) == torch.device("cuda")
+    assert T.device_of({"device": "cuda"}) == torch.device("cuda")
+    x, y, s = next(T._batches(np.zeros((4, 8, 8), np.float32), 2, 1, [5, 30], 0, torch.device("meta")))
+    assert x.device.type == y.device.type == s.device.type == "meta"

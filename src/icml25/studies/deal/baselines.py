@@ -18,6 +18,7 @@ def tv_denoise(y: np.ndarray, weight: float, iters: int = 100) -> np.ndarray:
 
 def tv_deblur(y: np.ndarray, blur: Blur, weight: float, iters: int = 50, prox_iters: int = 30) -> np.ndarray:
     """FISTA on 1/2||Hx - y||^2 + weight TV(x), step 1 (||H|| = 1), Chambolle's TV denoiser as the prox."""
+    blur = blur.to("cpu")  # Chambolle's prox is scikit-image: numpy on the host
     yt = torch.as_tensor(y, dtype=torch.float32)[None, None]
     x = z = blur.At(yt)
     t = 1.0
@@ -48,11 +49,11 @@ class DnCNN(nn.Module):
 @torch.no_grad()
 def pnp_hqs(y: np.ndarray, blur: Blur, denoiser, mu: float, iters: int = 20) -> np.ndarray:
     """Plug-and-play HQS: x = argmin ||Hx - y||^2 + mu ||x - z||^2 (Fourier), z = D(x)."""
-    yt = torch.as_tensor(y, dtype=torch.float32)[None, None]
+    yt = torch.as_tensor(y, dtype=torch.float32, device=blur.K.device)[None, None]
     Y = torch.fft.fft2(yt)
     z = blur.At(yt)
     x = z
     for _ in range(iters):
         x = torch.fft.ifft2((blur.K.conj() * Y + mu * torch.fft.fft2(z)) / (blur.K.abs() ** 2 + mu)).real
         z = denoiser(x)
-    return z[0, 0].numpy()
+    return z[0, 0].cpu().numpy()

@@ -110,10 +110,14 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     np.save(out_dir / "train_patches.npy", patches)
     test = [(n, centre_crop(im, d.get("test_crop"))) for k in d["test_splits"] for n, im in splits[k]]
     val = [(n, centre_crop(im, d.get("val_crop"))) for n, im in splits[d["val_split"]]][:1]
+    # deblurring has its own test set where the paper uses one (Set12 at full); else the denoising test images
+    deblur = [(n, centre_crop(im, d.get("test_crop"))) for k in d.get("deblur_splits") or d["test_splits"]
+              for n, im in splits[k]]
     np.savez(out_dir / "test.npz", **{n: im for n, im in test})
+    np.savez(out_dir / "deblur.npz", **{n: im for n, im in deblur})
     np.savez(out_dir / "val.npz", **{n: im for n, im in val})
     write_json(out_dir / "images.json", {"train_patches": list(patches.shape), "test": [n for n, _ in test],
-                                         "val": [n for n, _ in val]})
+                                         "deblur": [n for n, _ in deblur], "val": [n for n, _ in val]})
 
 
 def load_images(path: Path) -> list[tuple[str, np.ndarray]]:

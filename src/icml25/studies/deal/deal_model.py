@@ -137,7 +137,7 @@ class DEAL(nn.Module):
     def denoise(self, y, sigma, n_out: int = 60, n_in: int = 200, eps_in: float = 1e-6, eps_out: float = 1e-5,
                 train: bool = False, eps_bck: float = 1e-6, residuals=None, iterates=None):
         """y: (B, 1, h, w) in [0, 1]; sigma: noise level(s) in 0-255 units (float or (B,) tensor)."""
-        sigma = torch.as_tensor(sigma, dtype=y.dtype).reshape(-1, 1, 1, 1).expand(y.shape[0], 1, 1, 1)
+        sigma = torch.as_tensor(sigma, dtype=y.dtype, device=y.device).reshape(-1, 1, 1, 1).expand(y.shape[0], 1, 1, 1)
         self.W1.normalise()
         self.set_sigma(sigma)
         x = self.fixed_point(y, torch.zeros_like(y), n_out, n_in, eps_in, eps_out,
@@ -169,7 +169,7 @@ class DEAL(nn.Module):
         given (tuned per problem), x0 = H^T y unless given; clipped to [0, 1] as the official code."""
         Hty = Ht(y)
         self.W1.normalise()
-        sig = torch.full((Hty.shape[0], 1, 1, 1), float(sigma), dtype=y.dtype)
+        sig = torch.full((Hty.shape[0], 1, 1, 1), float(sigma), dtype=y.dtype, device=y.device)
         self.set_sigma(sig)
         self.lmbda = torch.full_like(sig, float(lmbda))
         x0 = Hty.clone() if x_init is None else x_init

@@ -18,6 +18,7 @@ import torch
 from . import baselines as B
 from . import operators as O
 from .data import load_images, noisy
+from .training import model_device
 
 TRAINED = {"deal": True, "deal_noattn": False}  # DEAL variants -> attention
 
@@ -47,9 +48,11 @@ def denoiser(method: str, model, params: dict):
     if method == "tv":
         return lambda ys, s: [B.tv_denoise(y, params[f"s{s:g}"]) for y in ys]
     if method == "dncnn":
+        dev = model_device(model)
+
         def f(ys, s):
             with torch.no_grad():
-                return [model(torch.as_tensor(y)[None, None])[0, 0].numpy() for y in ys]
+                return [model(torch.as_tensor(y, device=dev)[None, None])[0, 0].cpu().numpy() for y in ys]
         return f
     raise KeyError(method)
 
@@ -63,14 +66,16 @@ def deblurrer(method: str, model, cfg: dict):
         return lambda y, b, p: O.tikhonov(torch.as_tensor(y)[None, None], p, b)[0, 0].numpy()
     if method == "tv":
         return lambda y, b, p: B.tv_deblur(y, b, p, int(d["tv_iters"]))
+    dev = model_device(model)
     if method == "dncnn":
-        return lambda y, b, p: B.pnp_hqs(y, b, model, p, int(d["pnp_iters"]))
+        return lambda y, b, p: B.pnp_hqs(y, b.to(dev), model, p, int(d["pnp_iters"]))
     if method in TRAINED:
         def f(y, b, p):
-            yt = torch.as_tensor(y)[None, None]
+            b = b.to(dev)
+            yt = torch.as_tensor(y, device=dev)[None, None]
             x = model.solve_inverse_problem(yt, b.A, b.At, float(d["sigma_denoiser"]), p, n_out=int(d["n_out"]),
                                             n_in=int(d["n_in"]), eps_in=float(d["eps_in"]), eps_out=float(d["eps_out"]))
-            return x[0, 0].numpy()
+            return x[0, 0].cpu().numpy()
         return f
     raise KeyError(method)
 
@@ -121,7 +126,7 @@ def deal_denoise(cfg, model, ys: list, sigma: float):
     n = len(ys)
     final, at_depth, last, masks, residuals, iters = [None] * n, [None] * n, [None] * n, [None] * n, [], []
     for group in _by_shape([(str(i), y) for i, y in enumerate(ys)]):
-        y = torch.as_tensor(np.stack([ys[i] for i in group]))[:, None]
+        y = torch.as_tensor(np.stack([ys[i] for i in group]), device=model_device(model))[:, None]
         res, its = [], []
         with torch.no_grad():
             model.denoise(y, sigma, n_out=int(e["n_out"]), n_in=int(e["n_in"]), eps_in=float(e["eps_in"]),
@@ -131,11 +136,12 @@ def deal_denoise(cfg, model, ys: list, sigma: float):
             model.cal_mask(its[stop])
         iters.append(stop + 1)
         residuals.append(res)
-        mask = model.mask if torch.is_tensor(model.mask) else torch.ones_like(its[stop])
+        mask = (model.mask if torch.is_tensor(model.mask) else torch.ones_like(its[stop])).cpu()
+        its = [its[stop].cpu(), its[min(depth, len(its)) - 1].cpu(), its[-1].cpu()]
         for j, i in enumerate(group):
-            final[i] = its[stop][j, 0].numpy()
-            at_depth[i] = its[min(depth, len(its)) - 1][j, 0].numpy()
-            last[i] = its[-1][j, 0].numpy()
+            final[i] = its[0][j, 0].numpy()
+            at_depth[i] = its[1][j, 0].numpy()
+            last[i] = its[2][j, 0].numpy()
             masks[i] = mask[j].mean(0).numpy()
     return final, at_depth, last, masks, residuals, iters
 
@@ -183,13 +189,14 @@ def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir: Path,
             example.update(clean=images[0][1], noisy=ys[0], out=final[0])
     if cfg["deblur"].get("enabled", True):
         f = deblurrer(method, model, cfg)
+        targets = load_images(data_dir / "deblur.npz")
         outs, t0 = [], time.process_time()
-        for i, (_, im) in enumerate(images):
+        for i, (_, im) in enumerate(targets):
             outs.append(f(blurred(cfg, im, seed, i), blur_of(cfg, im.shape), params.get("deblur")))
         dt = time.process_time() - t0
-        rows += [{"setting": "deblur", "metric": "psnr", "value": np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, images)])},
-                 {"setting": "deblur", "metric": "ssim", "value": np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, images)])},
-                 {"setting": "deblur", "metric": "cpu_s_per_image", "value": dt / len(images)}]
+        rows += [{"setting": "deblur", "metric": "psnr", "value": np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, targets)])},
+                 {"setting": "deblur", "metric": "ssim", "value": np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, targets)])},
+                 {"setting": "deblur", "metric": "cpu_s_per_image", "value": dt / len(targets)}]
     if fp:
         write_json(run_dir / "fixed_point.json", {"depth": int(cfg["train"]["n_out"][1]), "residuals": fp})
     np.savez(run_dir / "example.npz", sigma=example_sigma, image=images[0][0], **example)

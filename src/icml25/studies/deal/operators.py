@@ -15,20 +15,25 @@ def gaussian_kernel(size: int, sigma: float) -> np.ndarray:
     return (g / g.sum()).astype(np.float32)
 
 
-def otf(kernel: np.ndarray, shape) -> torch.Tensor:
+def otf(kernel: np.ndarray, shape, device=None) -> torch.Tensor:
     """The kernel's transfer function on an image of `shape` (centre of the kernel at pixel 0)."""
     k = np.zeros(shape, dtype=np.float64)
     kh, kw = kernel.shape
     k[:kh, :kw] = kernel
     k = np.roll(k, (-(kh // 2), -(kw // 2)), axis=(0, 1))
-    return torch.as_tensor(np.fft.fft2(k), dtype=torch.complex64)
+    return torch.as_tensor(np.fft.fft2(k), dtype=torch.complex64, device=device)
 
 
 class Blur:
     """y = k * x (circular) for images (B, 1, h, w)."""
 
-    def __init__(self, kernel: np.ndarray, shape):
-        self.K = otf(kernel, shape)
+    def __init__(self, kernel: np.ndarray, shape, device=None):
+        self.kernel, self.shape = kernel, tuple(shape)
+        self.K = otf(kernel, shape, device)
+
+    def to(self, device) -> "Blur":
+        """The same blur with its transfer function on `device` (itself when already there)."""
+        return self if self.K.device == torch.device(device) else Blur(self.kernel, self.shape, device)
 
     def A(self, x):
         return torch.fft.ifft2(torch.fft.fft2(x) * self.K).real
@@ -37,18 +42,18 @@ class Blur:
         return torch.fft.ifft2(torch.fft.fft2(y) * self.K.conj()).real
 
 
-def fd_symbol(shape) -> torch.Tensor:
+def fd_symbol(shape, device=None) -> torch.Tensor:
     """|D_x|^2 + |D_y|^2 of periodic forward differences."""
     h, w = shape
     wy = torch.fft.fftfreq(h).view(-1, 1) * 2 * np.pi
     wx = torch.fft.fftfreq(w).view(1, -1) * 2 * np.pi
-    return (4 * torch.sin(wy / 2) ** 2 + 4 * torch.sin(wx / 2) ** 2).to(torch.float32)
+    return (4 * torch.sin(wy / 2) ** 2 + 4 * torch.sin(wx / 2) ** 2).to(device=device, dtype=torch.float32)
 
 
 def tikhonov(y, lam: float, blur: Blur | None = None):
     """argmin_x 1/2||Hx - y||^2 + lam/2 ||D x||^2, closed form in Fourier (H = I without a blur)."""
     Y = torch.fft.fft2(y)
-    D2 = fd_symbol(y.shape[-2:])
+    D2 = fd_symbol(y.shape[-2:], y.device)
     if blur is None:
         X = Y / (1 + lam * D2)
     else:

@@ -102,7 +102,8 @@ def _load_model(cfg, method, run_dir: Path):
         from .baselines import DnCNN
 
         model = DnCNN(int(cfg["dncnn"]["depth"]), int(cfg["dncnn"]["features"]))
-    model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
+    model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu"))
+    model.to(training.device_of(cfg))
     model.eval()
     return model
 
@@ -120,7 +121,8 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
             model, curve, cpu = training.train_dncnn(cfg, patches, seed)
         else:
             model, curve, cpu = training.train_deal(cfg, patches, seed, attention=(method == "deal"))
-        torch.save(model.state_dict(), run_dir / "model.pt")
+        # saved from the host, so a GPU-trained model loads anywhere
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, run_dir / "model.pt")
         model.eval()
         n = sum(p.numel() for p in model.parameters())
         rows += [{"setting": "train", "metric": "n_params", "value": n},

@@ -10,13 +10,26 @@ from .baselines import DnCNN
 from .deal_model import DEAL
 
 
+def device_of(cfg: dict) -> torch.device:
+    """`device`: cpu (mini, smoke), cuda, or auto (cuda when available; the full scale)."""
+    want = str(cfg.get("device", "cpu"))
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(want)
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device if model is not None else torch.device("cpu")
+
+
 def build_deal(cfg: dict, attention: bool) -> DEAL:
     m = cfg["model"]
     return DEAL(m["channels"], int(m["kernel"]), attention=attention, sn_size=int(m.get("sn_size", 256)))
 
 
-def _batches(patches: np.ndarray, batch: int, steps: int, sigma_range, seed: int):
-    """(clean, noisy, sigma) batches: random patches, random flips, sigma ~ U[sigma_range] per patch."""
+def _batches(patches: np.ndarray, batch: int, steps: int, sigma_range, seed: int, device="cpu"):
+    """(clean, noisy, sigma) batches: random patches, random flips, sigma ~ U[sigma_range] per patch; drawn
+    on the host (the same batches on every device), then moved."""
     g = torch.Generator().manual_seed(seed)
     data = torch.as_tensor(patches)[:, None]
     lo, hi = float(sigma_range[0]), float(sigma_range[1])
@@ -29,7 +42,7 @@ def _batches(patches: np.ndarray, batch: int, steps: int, sigma_range, seed: int
             x = x.flip(-2)
         sigma = lo + (hi - lo) * torch.rand(batch, generator=g)
         y = x + (sigma / 255).view(-1, 1, 1, 1) * torch.randn(x.shape, generator=g)
-        yield x, y, sigma
+        yield x.to(device), y.to(device), sigma.to(device)
 
 
 def train_deal(cfg: dict, patches: np.ndarray, seed: int, attention: bool = True, log_every: int = 10):
@@ -37,12 +50,13 @@ def train_deal(cfg: dict, patches: np.ndarray, seed: int, attention: bool = True
     from U{n_out[0]..n_out[1]} (official: U{14..58})."""
     t = cfg["train"]
     torch.manual_seed(seed)
-    model = build_deal(cfg, attention)
+    dev = device_of(cfg)
+    model = build_deal(cfg, attention).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=float(t["lr"]))
     g = torch.Generator().manual_seed(seed + 1)
     lo, hi = (int(v) for v in t["n_out"])
     curve, t0 = [], time.process_time()
-    for step, (x, y, sigma) in enumerate(_batches(patches, int(t["batch"]), int(t["steps"]), t["sigma_range"], seed)):
+    for step, (x, y, sigma) in enumerate(_batches(patches, int(t["batch"]), int(t["steps"]), t["sigma_range"], seed, dev)):
         n_out = int(torch.randint(lo, hi + 1, (1,), generator=g))
         out = model.denoise(y, sigma, n_out=n_out, n_in=int(t["n_in"]), eps_in=float(t["eps_in"]),
                             eps_out=float(t["eps_out"]), train=True, eps_bck=float(t["eps_bck"]))
@@ -58,10 +72,11 @@ def train_deal(cfg: dict, patches: np.ndarray, seed: int, attention: bool = True
 def train_dncnn(cfg: dict, patches: np.ndarray, seed: int, log_every: int = 10):
     d = cfg["dncnn"]
     torch.manual_seed(seed)
-    model = DnCNN(int(d["depth"]), int(d["features"]))
+    dev = device_of(cfg)
+    model = DnCNN(int(d["depth"]), int(d["features"])).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=float(d["lr"]))
     curve, t0 = [], time.process_time()
-    for step, (x, y, _) in enumerate(_batches(patches, int(d["batch"]), int(d["steps"]), cfg["train"]["sigma_range"], seed)):
+    for step, (x, y, _) in enumerate(_batches(patches, int(d["batch"]), int(d["steps"]), cfg["train"]["sigma_range"], seed, dev)):
         loss = torch.mean((model(y) - x) ** 2)
         opt.zero_grad()
         loss.backward()
