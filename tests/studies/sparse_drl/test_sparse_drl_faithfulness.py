@@ -197,3 +197,98 @@ def test_device_option_defaults_to_cpu():
 
     assert _device({}).type == "cpu" and _device({"device": "cpu"}).type == "cpu"
     assert _device({"device": "auto"}).type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+# ---- the official diagnostic definitions (issue 32) -------------------------------------------------
+
+DIAG_C = dict(dormant_tau=0.1, srank_delta=0.01)
+
+
+def _hand_net():
+    """SimBa (in 2, hidden 2, 1 block, expansion 1) with hand-set weights: input linear = identity; fc1 unit 1 is
+    always at -5 (dead after the ReLU, large before it); fc2 unit 1 is tiny."""
+    net = build_simba(2, 2, 1, 1, 1)
+    b = net.blocks[0]
+    with torch.no_grad():
+        net.inp.weight.copy_(torch.eye(2))
+        net.inp.bias.zero_()
+        b.fc1.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+        b.fc1.bias.copy_(torch.tensor([0.0, -5.0]))
+        b.fc2.weight.copy_(torch.tensor([[1.0, 0.0], [0.01, 0.0]]))
+        b.fc2.bias.zero_()
+    return net
+
+
+def test_dormant_ratio_over_pre_activations_of_every_encoder_layer():
+    """Hand computation on x = [[1, -1], [-1, 1]] (LN keeps it at about +-1):
+    input linear |h| scores (1, 1) -> none dormant; fc1 pre-activations [[1, -5], [-1, -5]]: scores (1, 5), /3 =
+    (0.33, 1.67) -> none; fc2 outputs [[1, .01], [0, 0]]: scores (.5, .005), /.2525 = (1.98, .0198) -> one.
+    Official (pre-activation, every encoder layer): 1 of 6. The old post-ReLU-only reading: relu(fc1) scores
+    (0.5, 0) -> 1 of 2."""
+    from icml25.studies.sparse_drl.agents import _diagnose
+
+    net = _hand_net()
+    x = torch.tensor([[1.0, -1.0], [-1.0, 1.0]])
+    rec = []
+    net.features(x, rec)
+    assert len(rec) == 3 and torch.allclose(rec[1], torch.tensor([[1.0, -5.0], [-1.0, -5.0]]), atol=1e-4)
+    out = _diagnose(net, None, x, lambda i: net(x[i:i + 1]).sum(), 2, None, 0, DIAG_C, None, probe=False)
+    assert out["dormant_ratio"] == pytest.approx(1 / 6)
+    post_relu = D.dormant_ratio([torch.relu(rec[1]).detach().numpy()], 0.1)
+    assert post_relu == pytest.approx(1 / 2) and out["dormant_ratio"] != pytest.approx(post_relu)
+
+
+def test_actor_gradient_interference_is_the_hand_cosine():
+    """A linear actor a = w.s + b under the per-sample loss -2 a(s_i): gradients -2 (s_i, 1). For s = (1,0),
+    (0,1), (1,1): rows (1,0,1), (0,1,1), (1,1,1); cosines 1/2, 2/sqrt(6), 2/sqrt(6); mean off-diagonal
+    (1/2 + 4/sqrt(6)) / 3. The critic's TD interference is a separate column, from the critic's gradients."""
+    from icml25.studies.sparse_drl.agents import _diagnose
+
+    torch.manual_seed(0)
+    critic = build_simba(2, 8, 1, 1, 1)
+    actor = torch.nn.Linear(2, 1)
+    s = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    y = torch.tensor([[0.3], [-1.0], [2.0]])
+    td = lambda i: ((critic(s[i:i + 1]) - y[i:i + 1]) ** 2).sum()  # noqa: E731
+    out = _diagnose(critic, None, s, td, 3, None, 0, DIAG_C, None, actor=actor,
+                    actor_loss_i=lambda i: -2.0 * actor(s[i:i + 1]).sum(), probe=False)
+    assert out["grad_interference"] == pytest.approx((0.5 + 4 / math.sqrt(6)) / 3, abs=1e-6)
+    assert out["td_interference"] == pytest.approx(D.interference(D.per_sample_grads(critic, td, 3)), abs=1e-6)
+    assert out["td_interference"] != pytest.approx(out["grad_interference"], abs=1e-3)
+
+
+def test_grad_norm_is_the_global_norm_of_the_masked_gradient():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    mk = Masker(net, 0.5, 0)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    net(torch.randn(4, 6)).pow(2).sum().backward()
+    dense = math.sqrt(sum(float((p.grad ** 2).sum()) for p in net.parameters()))
+    masked_step(opt, [mk])
+    expect = math.sqrt(sum(float((p.grad ** 2).sum()) for p in net.parameters()))
+    assert D.grad_norm(net) == pytest.approx(expect, rel=1e-6) and expect < dense
+
+
+@pytest.mark.parametrize("algo", ["dqn", "sac", "ddpg"])
+def test_diagnostics_sampled_at_the_configured_steps_and_training_unchanged(algo):
+    """diag_every: points at every multiple once learning has started, plus the end (whose values are the
+    metrics); the in-training points leave training exactly as without them."""
+    from icml25.studies.sparse_drl.agents import ALGOS, DIAG_CURVES
+
+    cfg = {"dqn": DQN, "sac": SAC, "ddpg": DDPG}[algo]
+    every = 40 if algo == "dqn" else 30
+    want = [80, 120, 160] if algo == "dqn" else [60, 90, 120]
+    with_d = ALGOS[algo](dict(cfg, diag_every=every), 16, 0.8, 0)
+    without = ALGOS[algo](dict(cfg, diag_every=0), 16, 0.8, 0)
+    for k in DIAG_CURVES:
+        pts = [(s, v) for m, s, v in with_d["curves"] if m == k]
+        assert [s for s, _ in pts] == want, k
+        assert pts[-1][1] == pytest.approx(with_d["metrics"][k], nan_ok=True)
+        assert all(np.isfinite(v) for _, v in pts)
+    assert [s for m, s, _ in without["curves"] if m == "dormant_ratio"] == [want[-1]]
+    assert with_d["losses"] == without["losses"]
+    ret = lambda r: [(s, v) for m, s, v in r["curves"] if m == "eval_return"]  # noqa: E731
+    assert ret(with_d) == ret(without)
+    assert with_d["metrics"]["grad_norm"] > 0
+    if algo != "dqn":  # actor-gradient interference is its own quantity, not the TD one
+        assert with_d["metrics"]["grad_interference"] != with_d["metrics"]["td_interference"]

@@ -1,5 +1,6 @@
 """DQN (discrete, mini primary) and SAC (continuous, mini secondary and full) with SimBa-lite networks,
-dense or one-shot ERK-sparse, plus the end-of-training diagnostics of the paper."""
+dense or one-shot ERK-sparse, plus the paper's diagnostics, sampled during training (every `diag_every` env
+steps) and at its end."""
 from __future__ import annotations
 
 import copy
@@ -135,20 +136,59 @@ def _finish(evals):
     return {"return_auc": float(np.mean(rets)), "final_return": float(rets[-1])}
 
 
-def _diagnose(net, masker, x, td_loss_i, n_interf, sparsity, seed, c, builder):
+DIAG_CURVES = ("dormant_ratio", "srank", "param_norm", "grad_interference", "td_interference", "grad_norm")
+
+
+def _diagnose(net, masker, x, td_loss_i, n_interf, sparsity, seed, c, builder, actor=None, actor_loss_i=None,
+              probe=True):
+    """The paper's diagnostics of the scaled network `net` on the fixed batch `x` (see diagnostics.py):
+    dormant ratio over every encoder layer's pre-activation outputs, Srank of the encoder output, parameter
+    norm; grad_interference from per-sample actor-loss gradients when there is an actor (SAC, DDPG; the
+    official definition), else (DQN) from per-sample TD gradients; td_interference: per-sample critic TD
+    gradients (our earlier definition, kept as a second column); the reset probe (ours) when `probe`."""
     import torch
 
     rec = []
     with torch.no_grad():
         feats = net.features(x, rec)
+    td = D.interference_from_gram(D.per_sample_gram(net, td_loss_i, n_interf))
     out = {
         "dormant_ratio": D.dormant_ratio([r.cpu().numpy() for r in rec], c["dormant_tau"]),
         "srank": float(D.srank(feats.cpu().numpy(), c["srank_delta"])),
         "param_norm": D.param_norm(net),
-        "grad_interference": D.interference_from_gram(D.per_sample_gram(net, td_loss_i, n_interf)),
+        "td_interference": td,
+        "grad_interference": td,
     }
-    out["reset_probe_ratio"] = reset_probe(net, masker, sparsity, seed, x, c, builder)
+    if actor is not None:
+        out["grad_interference"] = D.interference_from_gram(D.per_sample_gram(actor, actor_loss_i, n_interf))
+        net.zero_grad(set_to_none=True)  # the actor loss backpropagated through the critic too
+    if probe:
+        out["reset_probe_ratio"] = reset_probe(net, masker, sparsity, seed, x, c, builder)
     return out
+
+
+def _rng_kept(dev):
+    """Diagnostics leave torch's global generator(s) as they found them, so training is the same with or
+    without in-training diagnostic points."""
+    import torch
+
+    return torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else [])
+
+
+def _diag_due(c, t) -> bool:
+    """In-training diagnostic point after env step t+1: every `diag_every` steps (0: end of training only),
+    once learning has started; the last step is covered by the end-of-training diagnostics."""
+    k, step = int(c.get("diag_every", 0) or 0), t + 1
+    return k > 0 and step % k == 0 and step >= c["learning_starts"] and step < c["total_steps"]
+
+
+def _log_diag(step, diag, gnorms, since, curves) -> int:
+    """Record the diagnostics (and the mean gradient norm of the updates since index `since`) as curve points;
+    returns the new `since`."""
+    diag["grad_norm"] = float(np.mean(gnorms[since:])) if len(gnorms) > since else float("nan")
+    for k in DIAG_CURVES:
+        curves.append((k, step, diag[k]))
+    return len(gnorms)
 
 
 # ---- DQN -------------------------------------------------------------------------------------------
@@ -196,7 +236,16 @@ def run_dqn(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
             rets.append(tot)
         return float(np.mean(rets))
 
-    curves, evals, losses, credit = [], [], [], 0.0
+    def diagnose(dseed, probe):
+        """Diagnostics on a replay batch drawn from its own generator (the training RNGs are not touched)."""
+        o, a, r, no, d = buf.sample(np.random.default_rng(dseed), c["diag_batch"])
+        x = _norm_cat(norm, o, dev=dev)
+        with _rng_kept(dev):
+            return _diagnose(q, maskers[0] if maskers else None, x,
+                             lambda i: td_loss(o[i:i + 1], a[i:i + 1], r[i:i + 1], no[i:i + 1], d[i:i + 1]),
+                             c["interference_samples"], sparsity, seed, c, builder, probe=probe)
+
+    curves, evals, losses, gnorms, credit, since = [], [], [], [], 0.0, 0
     obs = env.reset()
     norm.update(obs)
     for t in range(c["total_steps"]):
@@ -218,18 +267,18 @@ def run_dqn(c: dict, width: int, sparsity, seed: int, progress=None) -> dict:
                 opt.zero_grad()
                 loss.backward()
                 _step(opt, maskers)
+                gnorms.append(D.grad_norm(q))
                 polyak(q_t, q, c["target_tau"])
                 losses.append(loss.item())
         if (t + 1) % c["eval_every"] == 0:
             _log_eval(t + 1, evaluate(c["eval_episodes"]), evals, curves, losses, progress)
+        if _diag_due(c, t):
+            since = _log_diag(t + 1, diagnose(seed + 2 + t, probe=False), gnorms, since, curves)
     res = _finish(evals)
-    # diagnostics on a fixed replay batch
-    drng = np.random.default_rng(seed + 1)
-    o, a, r, no, d = buf.sample(drng, c["diag_batch"])
-    x = _norm_cat(norm, o, dev=dev)
-    ni = c["interference_samples"]
-    res.update(_diagnose(q, maskers[0] if maskers else None, x, lambda i: td_loss(o[i:i + 1], a[i:i + 1], r[i:i + 1], no[i:i + 1], d[i:i + 1]),
-                         ni, sparsity, seed, c, builder))
+    # end-of-training diagnostics on a fixed replay batch (these feed the table and the claims)
+    end = diagnose(seed + 1, probe=True)
+    _log_diag(c["total_steps"], end, gnorms, since, curves)
+    res.update(end)
     res["active_params"] = maskers[0].active_params() if maskers else count_params(q)
     res["total_params"] = count_params(q)
     res["cpu_seconds"] = time.process_time() - t0
@@ -325,7 +374,37 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str =
             rets.append(tot)
         return float(np.mean(rets))
 
-    curves, evals, losses, credit = [], [], [], 0.0
+    def diagnose(dseed, probe):
+        """Diagnostics on a replay batch drawn from its own generators (the training RNGs are not touched):
+        the critic's, with per-sample actor-loss gradients for grad_interference (the official
+        compute_actor_gradient_cosine: loss_i = alpha log pi(a_i|s_i) - Q(s_i, a_i), a_i sampled; DDPG:
+        -Q(s_i, pi(s_i)))."""
+        o, ab, rb, no, d = buf.sample(np.random.default_rng(dseed), c["diag_batch"])
+        with _rng_kept(dev):  # the SAC target samples next actions from torch's global generator
+            y = critic_target(rb, no, d)
+        xo = _norm_cat(norm, o, dev=dev)
+        x = torch.cat([xo, torch.from_numpy(ab).to(dev)], 1)
+        eps = torch.randn(len(o), A, generator=torch.Generator().manual_seed(dseed)).to(dev)
+        alpha = log_alpha.exp().detach()
+
+        def actor_loss_i(i):
+            xi = xo[i:i + 1]
+            if ddpg:
+                return -qv(critic, xi, torch.tanh(actor(xi))).mean()
+            mu, ls = actor(xi).chunk(2, -1)
+            ls = -10.0 + 0.5 * 12.0 * (torch.tanh(ls) + 1.0)
+            u = mu + ls.exp() * eps[i:i + 1]
+            ai = torch.tanh(u)
+            logp = (-0.5 * eps[i:i + 1] ** 2 - ls - 0.5 * math.log(2 * math.pi)).sum(-1)
+            logp = logp - torch.log(1 - ai.pow(2) + 1e-6).sum(-1)
+            return (alpha * logp - qv(critic, xi, ai).mean(1)).sum()
+
+        with _rng_kept(dev):
+            return _diagnose(critic, maskers_c[0] if maskers_c else None, x,
+                             lambda i: critic_loss(o[i:i + 1], ab[i:i + 1], y[i:i + 1]), c["interference_samples"],
+                             sparsity, seed, c, builder, actor=actor, actor_loss_i=actor_loss_i, probe=probe)
+
+    curves, evals, losses, gnorms, credit, since = [], [], [], [], 0.0, 0
     obs = env.reset()
     norm.update(obs)
     for t in range(c["total_steps"]):
@@ -347,6 +426,7 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str =
                 opt_c.zero_grad()
                 lc.backward()
                 _step(opt_c, maskers_c)
+                gnorms.append(D.grad_norm(critic))
                 xo = _norm_cat(norm, o, dev=dev)
                 ap, lp = pi(xo, deterministic=ddpg)
                 ent = 0.0 if ddpg else log_alpha.exp().detach() * lp
@@ -365,13 +445,13 @@ def run_sac(c: dict, width: int, sparsity, seed: int, progress=None, kind: str =
                 losses.append(lc.item())
         if (t + 1) % c["eval_every"] == 0:
             _log_eval(t + 1, evaluate(c["eval_episodes"]), evals, curves, losses, progress)
+        if _diag_due(c, t):
+            since = _log_diag(t + 1, diagnose(seed + 2 + t, probe=False), gnorms, since, curves)
     res = _finish(evals)
-    drng = np.random.default_rng(seed + 1)
-    o, ab, rb, no, d = buf.sample(drng, c["diag_batch"])
-    y = critic_target(rb, no, d)
-    x = torch.cat([_norm_cat(norm, o, dev=dev), torch.from_numpy(ab).to(dev)], 1)
-    res.update(_diagnose(critic, maskers_c[0] if maskers_c else None, x, lambda i: critic_loss(o[i:i + 1], ab[i:i + 1], y[i:i + 1]),
-                         c["interference_samples"], sparsity, seed, c, builder))
+    # end-of-training diagnostics on a fixed replay batch (these feed the table and the claims)
+    end = diagnose(seed + 1, probe=True)
+    _log_diag(c["total_steps"], end, gnorms, since, curves)
+    res.update(end)
     res["active_params"] = maskers_c[0].active_params() if maskers_c else count_params(critic)
     res["total_params"] = count_params(critic)
     res["cpu_seconds"] = time.process_time() - t0

@@ -1,7 +1,15 @@
-"""The paper's pathology diagnostics (Sec. 4): dormant ratio, Srank, parameter norm, gradient interference.
+"""The paper's pathology diagnostics (Sec. 4): dormant ratio, Srank, parameter norm, gradient interference,
+gradient norm.
 
-Definitions follow the official code: dormant score = E|a_i| / mean_j E|a_j| per layer, dormant if
-<= tau (ReDo); Srank = smallest k whose top-k singular values hold >= (1 - delta) of their sum.
+Definitions follow the official code (SparseNetwork4DRL, scale_rl/networks/metrics.py and
+scale_rl/agents/sac/sac_update.py): dormant score = E|a_i| / mean_j E|a_j| per layer over the outputs of
+every encoder Dense layer (pre-activation; `get_dormant_ratio`), dormant if <= tau, pooled over layers;
+Srank = smallest k whose top-k singular values hold >= (1 - delta) of their sum (`get_srank`, on the
+encoder output); parameter norm = global L2 norm (`get_weight_norm` total); gradient interference = the
+cosine matrix of per-sample actor-loss gradients (`compute_actor_gradient_cosine`), summarised here by its
+mean off-diagonal entry (our summary: the official function returns the matrix); gradient norm = global L2
+norm of the (masked) gradient of each update (`Trainer.apply_gradient`'s grad_norm, logged as
+critic_gnorm), averaged over the updates since the previous diagnostic point.
 """
 from __future__ import annotations
 
@@ -40,6 +48,16 @@ def interference_from_gram(gram) -> float:
     c = gram / np.outer(d, d)
     n = c.shape[0]
     return float((c.sum() - np.trace(c)) / (n * (n - 1)))
+
+
+def grad_norm(module) -> float:
+    """Global L2 norm of the module's current .grad tensors (masked already when called after masked_step)."""
+    import torch
+
+    gs = [p.grad for p in module.parameters() if p.grad is not None]
+    if not gs:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(gs))).item())
 
 
 def param_norm(module) -> float:

@@ -1,4 +1,5 @@
-"""sparse_drl figures: return vs width (the paper's Fig. 1), diagnostics vs width, learning curves."""
+"""sparse_drl figures: return vs width (the paper's Fig. 1), diagnostics vs width, learning curves, diagnostics
+during training at the widest width."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,9 +38,10 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
                    "continuing to improve." % cfg["sparsity"])
     out.append(fig)
 
-    diags = (("dormant_ratio", "dormant ratio (tau 0.1)"), ("srank", "Srank (delta 0.01)"),
-             ("param_norm", "parameter norm"), ("grad_interference", "gradient interference (cos)"),
-             ("reset_probe_ratio", "reset probe: trained / reset loss"))
+    step_diags = (("dormant_ratio", "dormant ratio (tau 0.1, pre-activation)"), ("srank", "Srank (delta 0.01)"),
+                  ("param_norm", "parameter norm"), ("grad_interference", "gradient interference (actor; DQN: TD)"),
+                  ("td_interference", "TD-gradient interference (ours)"), ("grad_norm", "gradient norm"))
+    diags = step_diags + (("reset_probe_ratio", "reset probe (ours): trained / reset loss"),)
     for name, t in ts.items():
         fig, axes = F.panels(len(diags), ncols=3, name=f"diagnostics_{name}",
                              title=f"Diagnostics at the end of training: {name} ({t['algo'].upper()})")
@@ -49,8 +51,10 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
             ax.set_xscale("log", base=2)
         F.legend(fig)
         F.caption(fig, "The paper's pathology diagnostics of the scaled network after training, mean ± 1 std over "
-                       "seeds: dormant neuron ratio, effective rank of the penultimate features, parameter norm, mean "
-                       "off-diagonal cosine of per-sample TD gradients, and the reset probe (new-task fit loss of the "
+                       "seeds: dormant ratio over every encoder layer's pre-activation outputs, effective rank of the "
+                       "penultimate features, parameter norm, mean off-diagonal cosine of per-sample actor-loss "
+                       "gradients (DQN: TD gradients), the same for critic TD gradients (ours), the mean gradient "
+                       "norm of the last interval's updates, and the reset probe (ours: new-task fit loss of the "
                        "trained net divided by that of a freshly reset net; > 1 means plasticity was lost).")
         out.append(fig)
 
@@ -67,4 +71,18 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
             F.caption(fig, "Greedy/deterministic evaluation return at each checkpoint for the widest network, mean ± 1 "
                            "std over seeds.")
             out.append(fig)
+            for name, t in ts.items():
+                s = f"{name}_w{max(int(w) for w in t['widths'])}"
+                if curves[(curves.setting == s) & (curves.metric == "dormant_ratio")].empty:
+                    continue
+                fig, axes = F.panels(len(step_diags), ncols=3, name=f"diagnostics_steps_{name}",
+                                     title=f"Diagnostics during training at the widest width: {s} ({t['algo'].upper()})")
+                for ax, (metric, lab) in zip(axes, step_diags):
+                    F.curves(ax, curves, methods, s, metric, labels=labels, colors=colors,
+                             xlabel="environment steps", ylabel=lab, title=lab)
+                F.legend(fig)
+                F.caption(fig, "The diagnostics sampled every `diag_every` environment steps during training and at "
+                               "its end (the official code samples every 5k steps), on a replay batch, for the widest "
+                               "network; mean ± 1 std over seeds.")
+                out.append(fig)
     return out

@@ -1,6 +1,10 @@
 """SimBa-lite (Lee et al. 2025, SimBa): running observation normalisation, input linear, residual
 blocks x + W2 ReLU(W1 LN(x)), a final LayerNorm and a linear head. `expansion` is the block's inner
-width multiple (SimBa uses 4; the mini scale uses 1 on CPU)."""
+width multiple (SimBa uses 4; the mini scale uses 1 on CPU).
+
+`record` (a list) collects the outputs of every encoder linear layer before any activation (input linear,
+each block's fc1 before its ReLU and fc2), the layers whose outputs the official dormant ratio is taken
+over (every Dense layer's output except the predictor head)."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,10 +45,11 @@ def build_simba(in_dim: int, hidden: int, out_dim: int, num_blocks: int = 1, exp
                 nn.init.zeros_(fc.bias)
 
         def forward(self, x, record=None):
-            h = torch.relu(self.fc1(self.ln(x)))
+            z = self.fc1(self.ln(x))
+            out = self.fc2(torch.relu(z))
             if record is not None:
-                record.append(h)
-            return x + self.fc2(h)
+                record.extend((z, out))
+            return x + out
 
     class SimBa(nn.Module):
         def __init__(self):
@@ -60,6 +65,8 @@ def build_simba(in_dim: int, hidden: int, out_dim: int, num_blocks: int = 1, exp
 
         def features(self, x, record=None):
             h = self.inp(x)
+            if record is not None:
+                record.append(h)
             for b in self.blocks:
                 h = b(h, record)
             return self.ln(h)

@@ -28,10 +28,12 @@ METRICS = {
     "sparsity": ("global sparsity of the scaled network's weight matrices (0 = dense)", ""),
     "active_params": ("active (unpruned) parameters of the scaled network", ""),
     "total_params": ("all parameters of the scaled network, pruned included", ""),
-    "dormant_ratio": ("share of dormant ReLU neurons, tau = 0.1", "lower"),
+    "dormant_ratio": ("share of dormant units over every encoder layer's pre-activation outputs, tau = 0.1", "lower"),
     "srank": ("effective rank of the penultimate features, delta = 0.01", "higher"),
     "param_norm": ("L2 norm of all parameters of the scaled network", "lower"),
-    "grad_interference": ("mean off-diagonal cosine of per-sample TD-loss gradients", "lower"),
+    "grad_interference": ("mean off-diagonal cosine of per-sample actor-loss gradients (DQN: TD-loss gradients)", "lower"),
+    "td_interference": ("mean off-diagonal cosine of per-sample critic TD-loss gradients (ours)", "lower"),
+    "grad_norm": ("mean global L2 norm of the scaled network's masked gradient over the last diagnostic interval", ""),
     "reset_probe_ratio": ("new-task fit loss of the trained net / of a freshly reset net (>1: plasticity lost)", "lower"),
     "cpu_seconds": ("process CPU seconds of the run (train + diagnostics)", "lower"),
 }
@@ -181,6 +183,8 @@ def make_table(agg, cfg):
                     "return AUC": _cell(agg, m, s, "return_auc"), "final return": _cell(agg, m, s, "final_return"),
                     "dormant": _cell(agg, m, s, "dormant_ratio", 3), "Srank": _cell(agg, m, s, "srank"),
                     "param norm": _cell(agg, m, s, "param_norm"), "interference": _cell(agg, m, s, "grad_interference", 3),
+                    "TD interference": _cell(agg, m, s, "td_interference", 3),
+                    "grad norm": _cell(agg, m, s, "grad_norm", 2),
                     "reset probe": _cell(agg, m, s, "reset_probe_ratio", 2),
                 })
     frame = pd.DataFrame(rows)
