@@ -382,7 +382,7 @@ STUDY = Study(
     stand_ins={
         "smoke": "a few hundred CartPole/Pendulum steps with tiny widths; numbers are meaningless (tests only).",
         "mini": "DQN on CartPole-v1 (5k env steps, replay ratio 2, widths 16/64/256) instead of SAC on DMC humanoid/dog; "
-                "SAC on Pendulum-v1 (2k steps, UTD 1, critic widths 32/128/256) as the continuous path; SimBa-lite "
+                "SAC on Pendulum-v1 (6k steps, UTD 1, critic widths 32/128/256) as the continuous path; SimBa-lite "
                 "(block expansion 1 instead of 4), batch 64 instead of 256; sparsity 0.8 only; 3 seeds.",
         "full": "SAC with SimBa (expansion 4, critic 2 blocks) on DMC humanoid-run and dog-run, 1M env steps at action "
                 "repeat 2, critic widths 256-4096, sparsity 0/0.5/0.8/0.9, 5 seeds, GPU.",
