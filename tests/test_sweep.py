@@ -38,6 +38,9 @@ def test_trend_sentences():
     assert sweep.trend([(1, c("fails", -1.0, [-2, 0.0])), (3, c("fails", -1.1))]).startswith("fails (no trend with budget")
     assert sweep.trend([(1, c("inconclusive", -0.1, [-0.3, 0.1])), (3, c("holds", 0.5, [0.2, 0.8]))]).startswith(
         "inconclusive at this budget, holds from 3x")
+    # a verdict that changes without a trend says so (deal's near-DnCNN claim: inconclusive at 1x, fails at 3x)
+    assert sweep.trend([(1, c("inconclusive", -0.156, [-1.11, 0.8])), (3, c("fails", -0.034))]) == \
+        "inconclusive at 1x, fails at 3x (no trend with budget: margin -0.156 -> -0.034 acc from 1x to 3x)"
 
 
 def test_sweep_through_snakemake(smoke_tree, tmp_path):

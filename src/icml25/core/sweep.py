@@ -40,9 +40,11 @@ def trend(points: list[tuple[int, dict]]) -> str:
         return f"{v0} at this budget, holds from {later[0]}x ({span})"
     iv = a.get("interval")
     noise = (iv[1] - iv[0]) / 2 if iv else 0.1 * abs(a["margin"])
+    # the largest budget's own verdict where it differs (e.g. one seed: a sign, where 1x had an interval)
+    head = v0 if b["verdict"] == v0 else f"{v0} at {f0}x, {b['verdict']} at {fb}x"
     if b["margin"] - a["margin"] > noise:
-        return f"{v0} at this budget ({span})"
-    return f"{v0} (no trend with budget: {span})"
+        return f"{head} at this budget ({span})" if head == v0 else f"{head} ({span})"
+    return f"{head} (no trend with budget: {span})"
 
 
 def write(root: Path, study_name: str, scale: str) -> Path:
