@@ -45,7 +45,7 @@ def test_stale_compare_and_tolerance(tmp_path):
     ref = root / "reference" / "mini"
     stamp = json.loads((ref / f"{study}.stamp.json").read_text())
     assert {"config_hash", "code_hash", "git_commit", "machine"} <= set(stamp)
-    assert {"cpu", "cores", "torch", "numpy", "blas"} <= set(stamp["machine"])
+    assert {"cpu", "cores", "torch", "numpy", "blas", "cpu_isa", "aten_cpu_capability"} <= set(stamp["machine"])
     assert "config hash" in (ref / f"{study}.md").read_text() and "| sand |" in (ref / "summary.md").read_text()
     assert reference.stale(root, study, "mini") is None
     assert reference.compare(root, study, "mini") == []
@@ -88,3 +88,18 @@ def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):
     proc = subprocess.run([icml25[0], "verify", "--root", str(root), "--scale", "smoke", "--studies", study],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "12345.0 (reference)" in proc.stdout
+
+
+_CAPABILITY = "import icml25, torch; print(torch.backends.cpu.get_cpu_capability())"
+
+
+@pytest.mark.skipif(reference.cpu_isa() not in ("avx2", "avx512"), reason="needs an x86 CPU with AVX2")
+def test_torch_cpu_kernels_are_pinned_to_avx2_unless_the_user_chooses(monkeypatch):
+    """AVX-512 and AVX2 kernels give different training results (chameleon's mini proxy: 0.983 vs 0.631 on one
+    domain), so importing icml25 pins torch to AVX2 on every x86 machine; a value the user set is kept."""
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    out = subprocess.run([sys.executable, "-c", _CAPABILITY], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "AVX2"
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    out = subprocess.run([sys.executable, "-c", _CAPABILITY], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "DEFAULT"

@@ -66,7 +66,19 @@ def machine() -> dict:
     except ImportError:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": version("torch"), "numpy": version("numpy"), "blas": blas}
+            "torch": version("torch"), "numpy": version("numpy"), "blas": blas, "cpu_isa": cpu_isa(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "unset")}
+
+
+def cpu_isa() -> str:
+    """The widest x86 vector extension the CPU reports (avx512 / avx2 / older), from /proc/cpuinfo: torch's
+    kernels, and so the numbers, differ between AVX-512 and AVX2 unless ATEN_CPU_CAPABILITY pins them."""
+    try:
+        flags = next((ln.split(":", 1)[1].split() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else ("unknown" if not flags else "older")
 
 
 def write(root: Path, study: str, scale: str = "mini") -> Path:
@@ -85,7 +97,8 @@ def write(root: Path, study: str, scale: str = "mini") -> Path:
     m = stamp["machine"]
     header = (f"> Reference results ({scale}) of `{study}`: config hash {stamp['config_hash']}, code hash "
               f"{stamp['code_hash']}, commit {stamp['git_commit']}; machine: {m['cpu']}, {m['cores']} cores, "
-              f"torch {m['torch']}, numpy {m['numpy']}, BLAS {m['blas']}. Refresh: `make reference STUDY={study}`.\n\n")
+              f"torch {m['torch']}, numpy {m['numpy']}, BLAS {m['blas']}, CPU {m['cpu_isa']} with torch kernels "
+              f"{m['aten_cpu_capability']}. Refresh: `make reference STUDY={study}`.\n\n")
     (out / f"{study}.md").write_text(header + (src / f"{study}.md").read_text())
     (out / f"{study}.stamp.json").write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     write_summary(root, scale)
