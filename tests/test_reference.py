@@ -103,3 +103,15 @@ def test_torch_cpu_kernels_are_pinned_to_avx2_unless_the_user_chooses(monkeypatc
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     out = subprocess.run([sys.executable, "-c", _CAPABILITY], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "DEFAULT"
+
+
+def test_verify_names_a_kernel_mismatch(tmp_path):
+    root = copy_workflow(tmp_path / "wf")
+    _fake_tables(root, "sand", "mini", 0.9, "holds")
+    reference.write(root, "sand", "mini")
+    assert reference.kernel_mismatch(root, "sand", "mini") is None  # stamped on this machine, same kernels
+    path = root / "reference" / "mini" / "sand.stamp.json"
+    stamp = json.loads(path.read_text())
+    del stamp["machine"]["cpu_isa"], stamp["machine"]["aten_cpu_capability"]  # a stamp from before the record
+    path.write_text(json.dumps(stamp))
+    assert "the reference ran torch's unrecorded CPU kernels" in reference.kernel_mismatch(root, "sand", "mini")

@@ -258,7 +258,8 @@ def cmd_verify(ctx: Ctx, a) -> None:
             stale.append(why)
             continue
         d = reference.compare(ctx.root, name, ctx.scale)
-        diffs += d
+        kernels = reference.kernel_mismatch(ctx.root, name, ctx.scale) if d else None
+        diffs += d + ([kernels] if kernels else [])
         print(f"{name}: {'identical to the reference' if not d else f'{len(d)} difference(s)'}")
     for line in stale + diffs:
         print(line)

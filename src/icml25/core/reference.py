@@ -131,6 +131,25 @@ def stale(root: Path, study: str, scale: str = "mini") -> str | None:
     return None
 
 
+def _kernels(m: dict) -> str:
+    """The torch CPU kernels a machine record ran: the pinned capability, else the CPU's ISA."""
+    cap = m.get("aten_cpu_capability", "unset")
+    return cap if cap != "unset" else m.get("cpu_isa", "unrecorded")
+
+
+def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
+    """One line when the reference ran other torch CPU kernels than this machine runs now (or did not record
+    them): AVX-512 and AVX2 kernels round differently, which can change what a training run converges to."""
+    path = ref_dir(root, scale) / f"{study}.stamp.json"
+    if not path.exists():
+        return None
+    ref, now = _kernels(json.loads(path.read_text())["machine"]), _kernels(machine())
+    if ref == now:
+        return None
+    return (f"{study}: the reference ran torch's {ref} CPU kernels, this run {now}; trained numbers may differ for "
+            f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
+
+
 def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
     """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
     import pandas as pd
