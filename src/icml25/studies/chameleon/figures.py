@@ -75,12 +75,7 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
     if "chameleon" in methods:
         fig, axes = F.panels(1, name="lambda_sweep", title="Chameleon weights vs lambda")
         ax = axes[0]
-        for d in P:
-            vals = [agg[(agg.method == "chameleon") & (agg.setting == f"{d}@{lam}") & (agg.metric == "sweep_weight")]
-                    ["mean"] for lam in lams]
-            if all(len(v) for v in vals):
-                ax.plot(lams, [float(v.iloc[0]) for v in vals], marker="o", label=d)
-        ax.set_xscale("log")
+        _per_lambda_lines(ax, agg, P, lams, "sweep_weight")
         ax.set_xlabel("lambda (trace-normalised Omega)")
         ax.set_ylabel("pretraining weight")
         F.legend(fig, ncols=4)
@@ -103,12 +98,7 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
         ax.set_xlabel("rank")
         ax.set_ylabel("eigenvalue (trace-normalised Omega)")
         ax = axes[1]
-        for d in P:
-            vals = [agg[(agg.method == "chameleon") & (agg.setting == f"{d}@{lam}") & (agg.metric == "sweep_krls")]
-                    ["mean"] for lam in lams]
-            if all(len(v) for v in vals):
-                ax.plot(lams, [float(v.iloc[0]) for v in vals], marker="o", label=d)
-        ax.set_xscale("log")
+        _per_lambda_lines(ax, agg, P, lams, "sweep_krls")
         ax.set_xlabel("lambda")
         ax.set_ylabel("normalised KRLS")
         F.legend(fig, ncols=4)
@@ -119,3 +109,13 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
                        "softmax((1/S)/5), so the smallest score takes the mixture.")
         out.append(fig)
     return out
+
+
+def _per_lambda_lines(ax, agg, domains, lams, metric):
+    """One line per domain: Chameleon's `metric` at each swept lambda (settings '<domain>@<lambda>'), log x."""
+    for d in domains:
+        vals = [agg[(agg.method == "chameleon") & (agg.setting == f"{d}@{lam}") & (agg.metric == metric)]["mean"]
+                for lam in lams]
+        if all(len(v) for v in vals):
+            ax.plot(lams, [float(v.iloc[0]) for v in vals], marker="o", label=d)
+    ax.set_xscale("log")
