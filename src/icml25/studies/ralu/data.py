@@ -6,10 +6,12 @@ Evaluation sets (`cfg['data']['eval_sets']`, each a `source`):
 * `gsm_symbolic`: `reasoning_gym.create_dataset('gsm_symbolic', size, seed)` (GSM8K-test-derived templates,
   shipped in the reasoning-gym wheel; offline).
 * `gsm8k`: the GSM8K test split (openai/grade-school-math JSONL, full scale; `#### n` answers).
+* `math_tar` / `evalplus` (full scale): hendrycks MATH, numeric subset; HumanEval+ / MBPP+ (benchmarks.py).
 Training text (mini/smoke): gsm-lite items from the training templates.
 
-preprocess writes `questions.jsonl` (what the methods see: id, set, question) apart from `answers.jsonl`
-(what only the scorer sees), so no method can read a gold answer.
+preprocess writes `questions.jsonl` (what the methods see: id, set, question; code tasks also `task` and
+`entry_point`) apart from `answers.jsonl` (what only the scorer sees: the answer, or a code task's tests and
+canonical solution), so no method can read a gold answer or a test.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from icml25.core.errors import UserError
 
-from . import gsm_lite
+from . import benchmarks, gsm_lite
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -60,8 +62,15 @@ def download(cfg: dict, raw_dir: Path) -> None:
         elif src == "url_jsonl":
             fetch(spec["url"], raw_dir / f"{name}.src.jsonl", spec.get("sha256"))
             continue
+        elif src == "math_tar":  # hendrycks MATH release tarball
+            fetch(spec["url"], raw_dir / f"{name}.src.tar", spec.get("sha256"))
+            continue
+        elif src == "evalplus":  # HumanEvalPlus / MbppPlus release (.jsonl.gz)
+            fetch(spec["url"], raw_dir / f"{name}.src.jsonl.gz", spec.get("sha256"))
+            continue
         else:
-            raise UserError(f"ralu: unknown eval-set source {src!r} (gsm_lite | gsm_symbolic | url_jsonl)")
+            raise UserError(f"ralu: unknown eval-set source {src!r} "
+                            "(gsm_lite | gsm_symbolic | url_jsonl | math_tar | evalplus)")
         _write_jsonl(raw_dir / f"{name}.jsonl", rows)
 
 
@@ -82,6 +91,14 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
             limit = spec.get("limit")
             rows = [{"id": f"{name}-{i}", "question": r["question"], "answer": gsm8k_answer(r["answer"])}
                     for i, r in enumerate(src[:limit] if limit else src)]
+        elif spec["source"] == "math_tar":
+            rows = benchmarks.math_rows(raw_dir / f"{name}.src.tar", name, spec.get("limit"))
+        elif spec["source"] == "evalplus":
+            # code tasks: the question row carries the prompt and entry point, the answer row the tests
+            cq, ca = benchmarks.code_rows(raw_dir / f"{name}.src.jsonl.gz", name, spec.get("limit"))
+            qs += [{**q, "set": name} for q in cq]
+            ans += [{**a, "set": name} for a in ca]
+            continue
         else:
             rows = read_jsonl(raw_dir / f"{name}.jsonl")
         for r in rows:

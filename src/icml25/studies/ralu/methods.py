@@ -12,6 +12,10 @@ one problem against a scripted fake (tests) or hundreds of problems in lock step
   `max_branches` times, the most confident branch when nothing is accepted, then synthesis of the final
   program from the aligned reasoning path. Options: `units` (cfg | line | whole), `rewind` (False: accept
   the first fix without re-judging), `judge` (False: no alignment, the initial program is the answer).
+
+Every solver takes `code=None` (math: a program that sets `ans`) or `code={'entry_point': f}` (the code
+track: a function from the prompt, its CFG units without the leading definition unit, the code judge and
+synthesis prompts of code_task.py); `Task` holds the difference.
 """
 from __future__ import annotations
 
@@ -19,8 +23,9 @@ import copy
 import re
 from dataclasses import dataclass
 
+from . import code_task as CT
 from .llm import Reply, Request, confidence
-from .units import SOURCES, normalise
+from .units import SOURCES, cfg_units, normalise
 
 SYS_PROGRAM = ("Write a Python program that solves the question and stores the final numeric answer in a "
                "variable named `ans`. Reply with the program only.")
@@ -76,9 +81,49 @@ def _key(seed, pid, *parts) -> str:
     return "|".join(str(x) for x in (seed, pid, *parts))
 
 
-def _program_request(q: str, seed, pid, j: int, opt: Options) -> Request:
-    msgs = [{"role": "system", "content": SYS_PROGRAM}, {"role": "user", "content": "Question: " + q}]
-    return Request("program", msgs, {"question": q}, _key(seed, pid, "program", j), opt.max_program_tokens)
+@dataclass
+class Task:
+    """What differs between the math track (PoT: a program setting `ans`) and the code track (a function
+    named `entry_point`, scored by tests): prompts, program extraction, unit source. `code` is None for math."""
+    q: str
+    code: dict | None = None
+
+    @property
+    def entry_point(self):
+        return None if self.code is None else self.code["entry_point"]
+
+    def program_messages(self) -> list:
+        if self.code is None:
+            return [{"role": "system", "content": SYS_PROGRAM}, {"role": "user", "content": "Question: " + self.q}]
+        return [{"role": "system", "content": CT.SYS_PROGRAM},
+                {"role": "user", "content": "## Specification\n" + self.q}]
+
+    def judge_state(self) -> list:
+        if self.code is None:
+            return [{"role": "system", "content": SYS_JUDGE}, {"role": "user", "content": "Question: " + self.q}]
+        return [{"role": "system", "content": CT.SYS_JUDGE},
+                {"role": "user", "content": "## Specification\n" + CT.clean_spec(self.q)}]
+
+    def synth_messages(self, path_text: str) -> list:
+        if self.code is None:
+            return [{"role": "system", "content": SYS_SYNTH}, {"role": "user", "content": path_text},
+                    {"role": "user", "content": "Question: " + self.q}]
+        return [{"role": "system", "content": CT.sys_synth(self.entry_point)},
+                {"role": "user", "content": path_text}, {"role": "user", "content": self.q}]
+
+    def extract(self, text: str) -> str:
+        return extract_program(text) if self.code is None else CT.extract_code(text, self.entry_point)
+
+    def units(self, source: str, prog: str) -> list[str]:
+        # code tasks: CFG units of the function without its leading `[DEFINE FUNCTION] entry_point` unit
+        if self.code is not None and source == "cfg":
+            return cfg_units(prog, self.entry_point)
+        return SOURCES[source](prog)
+
+
+def _program_request(task: Task, seed, pid, j: int, opt: Options) -> Request:
+    return Request("program", task.program_messages(), {"question": task.q}, _key(seed, pid, "program", j),
+                   opt.max_program_tokens)
 
 
 class Tally:
@@ -92,34 +137,33 @@ class Tally:
         return rep
 
 
-def pot(q: str, seed, pid, opt: Options):
-    t = Tally()
-    rep = t.add((yield _program_request(q, seed, pid, 0, opt)))
-    prog = extract_program(rep.text)
+def pot(q: str, seed, pid, opt: Options, code: dict | None = None):
+    task, t = Task(q, code), Tally()
+    rep = t.add((yield _program_request(task, seed, pid, 0, opt)))
+    prog = task.extract(rep.text)
     return {"programs": [prog], "initial": prog, "units": 0, "fixed": 0, "judged": 0, "disagree": None,
             "calls": t.calls, "out_tokens": t.out_tokens, "in_tokens": t.in_tokens}
 
 
-def self_consistency(q: str, seed, pid, opt: Options, k: int = 5):
-    t = Tally()
+def self_consistency(q: str, seed, pid, opt: Options, k: int = 5, code: dict | None = None):
+    task, t = Task(q, code), Tally()
     progs = []
     for j in range(k):
-        rep = t.add((yield _program_request(q, seed, pid, j, opt)))
-        progs.append(extract_program(rep.text))
+        rep = t.add((yield _program_request(task, seed, pid, j, opt)))
+        progs.append(task.extract(rep.text))
     return {"programs": progs, "initial": progs[0], "units": 0, "fixed": 0, "judged": 0, "disagree": None,
             "calls": t.calls, "out_tokens": t.out_tokens, "in_tokens": t.in_tokens}
 
 
-def self_refine(q: str, seed, pid, opt: Options):
+def self_refine(q: str, seed, pid, opt: Options, code: dict | None = None):
     """Whole-program self-refine: the judge sees the program as one unit; WRONG + fix replaces it."""
-    t = Tally()
-    rep = t.add((yield _program_request(q, seed, pid, 0, opt)))
-    prog = extract_program(rep.text)
+    task, t = Task(q, code), Tally()
+    rep = t.add((yield _program_request(task, seed, pid, 0, opt)))
+    prog = task.extract(rep.text)
     unit = SOURCES["whole"](prog)
     final, fixed = prog, 0
     if unit:
-        msgs = [{"role": "system", "content": SYS_JUDGE}, {"role": "user", "content": "Question: " + q},
-                {"role": "user", "content": "## Process\nUnit 1: " + unit[0]}]
+        msgs = task.judge_state() + [{"role": "user", "content": "## Process\nUnit 1: " + unit[0]}]
         rep = t.add((yield Request("judge", msgs, {"question": q, "unit": unit[0]}, _key(seed, pid, "refine", 0),
                                    opt.max_program_tokens + 16)))
         fix = extract_fix(rep.text)
@@ -159,15 +203,15 @@ def judge_unit(q, state, unit_idx, unit, seed, pid, branch, opt: Options, tally:
     return False, (fix if (fix is not None and not ok) else unit), prompt, rep, score
 
 
-def ralu(q: str, seed, pid, opt: Options):
-    t = Tally()
-    rep = t.add((yield _program_request(q, seed, pid, 0, opt)))
-    prog = extract_program(rep.text)
+def ralu(q: str, seed, pid, opt: Options, code: dict | None = None):
+    task, t = Task(q, code), Tally()
+    rep = t.add((yield _program_request(task, seed, pid, 0, opt)))
+    prog = task.extract(rep.text)
     if not opt.judge:  # the leak / identity check: without the judge RaLU is PoT
         return {"programs": [prog], "initial": prog, "units": 0, "fixed": 0, "judged": 0, "disagree": None,
                 "calls": t.calls, "out_tokens": t.out_tokens, "in_tokens": t.in_tokens, "path": [], "branch_scores": []}
-    units = SOURCES[opt.units](prog)
-    state = [{"role": "system", "content": SYS_JUDGE}, {"role": "user", "content": "Question: " + q}]
+    units = task.units(opt.units, prog)
+    state = task.judge_state()
     path, fixed, all_scores = [], 0, []
     for i, unit in enumerate(units):
         cur, branches, accepted = unit, [], False
@@ -193,13 +237,11 @@ def ralu(q: str, seed, pid, opt: Options):
         all_scores.append([br["score"] for br in branches])
         if normalise(path[-1][0]) != normalise(unit):
             fixed += 1
-    msgs = [{"role": "system", "content": SYS_SYNTH},
-            {"role": "user", "content": "# Reasoning Path\n" + "\n\n".join(f"{u}\n{a}" for u, a in path)},
-            {"role": "user", "content": "Question: " + q}]
+    msgs = task.synth_messages("# Reasoning Path\n" + "\n\n".join(f"{u}\n{a}" for u, a in path))
     rep = t.add((yield Request("synth", msgs, {"question": q, "path": [u for u, _ in path]},
                                _key(seed, pid, "synth", opt.units), opt.max_program_tokens)))
-    final = extract_program(rep.text)
-    disagree = [normalise(u) for u in SOURCES[opt.units](final)] != [normalise(u) for u, _ in path]
+    final = task.extract(rep.text)
+    disagree = [normalise(u) for u in task.units(opt.units, final)] != [normalise(u) for u, _ in path]
     return {"programs": [final], "initial": prog, "units": len(units), "fixed": fixed, "judged": len(units),
             "disagree": float(disagree), "calls": t.calls, "out_tokens": t.out_tokens, "in_tokens": t.in_tokens,
             "path": [u for u, _ in path], "branch_scores": all_scores, "final_state": copy.deepcopy(state)}
