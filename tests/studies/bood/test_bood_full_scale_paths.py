@@ -109,3 +109,36 @@ def test_convnet_spec_builds_the_mini_network_unchanged():
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(ValueError, match="unknown arch"):
         make_net({"arch": "vit"}, 1, 16, 10)
+
+
+def _resnet_params_by_formula(blocks, classes: int, stem_kernel: int) -> int:
+    """Parameters of a BasicBlock ResNet counted by hand: convs without bias, BatchNorm = 2 per channel,
+    a 1x1 conv + BN shortcut where the shape changes, a 512 -> classes linear head."""
+    total, c = stem_kernel * stem_kernel * 3 * 64 + 2 * 64, 64
+    for i, (n, w) in enumerate(zip(blocks, (64, 128, 256, 512))):
+        for j in range(n):
+            total += 9 * c * w + 2 * w + 9 * w * w + 2 * w
+            if c != w or (i > 0 and j == 0):
+                total += c * w + 2 * w
+            c = w
+    return total + 512 * classes + classes
+
+
+def test_imagenet_resnet34_stem_and_parameter_count():
+    """`stem: imagenet` is torchvision's layout: 7x7 stride-2 conv + 3x3 stride-2 max-pool (224 -> 56 before
+    the first stage). Its ResNet-34 with 100 classes has 21,335,972 parameters, the hand count; with 1,000
+    classes 21,797,672, the number torchvision documents for resnet34."""
+    net = make_net({"arch": "resnet34", "stem": "imagenet"}, 3, 224, 100)
+    n = sum(p.numel() for p in net.parameters())
+    assert n == _resnet_params_by_formula((3, 4, 6, 3), 100, 7) == 21_335_972
+    big = make_net({"arch": "resnet34", "stem": "imagenet"}, 3, 224, 1000)
+    assert sum(p.numel() for p in big.parameters()) == 21_797_672
+    assert _resnet_params_by_formula((3, 4, 6, 3), 10, 3) == 21_282_122          # the formula on the CIFAR net
+    with torch.no_grad():
+        assert net.body[:4](torch.zeros(1, 3, 224, 224)).shape == (1, 64, 56, 56)
+        net.eval()
+        assert net.features(torch.zeros(1, 3, 64, 64)).shape == (1, 512) and net(torch.zeros(1, 3, 64, 64)).shape == (1, 100)
+    cifar = make_net({"arch": "resnet34"}, 3, 224, 100)                       # the default stays the CIFAR stem
+    assert cifar.body[0].kernel_size == (3, 3) and not any(isinstance(m, torch.nn.MaxPool2d) for m in cifar.modules())
+    with pytest.raises(ValueError, match="unknown ResNet stem"):
+        make_net({"arch": "resnet34", "stem": "vit"}, 3, 224, 100)

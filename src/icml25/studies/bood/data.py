@@ -9,8 +9,13 @@ Mini / smoke (offline): ID = Fashion-MNIST (Debian `dataset-fashion-mnist`, the 
   noise    Gaussian and uniform noise (a sanity set)
 Full: CIFAR-100 (the python pickle tarball) with SVHN (.mat), and image-folder tarballs for
 Places365 / LSUN / iSUN / Textures, all read by the same code as their tiny test stand-ins.
+Full, variant imagenet100 (`source: image_folder`): an extracted ILSVRC-2012 tree (`train/<wnid>/`,
+`val/<wnid>/`) restricted to Dream-OOD's 100 classes, with the MOS iNaturalist / SUN / Places and DTD
+Textures tarballs as OOD sets.
 
-Every split is stored as float32 images (n, C, H, W) in [0, 1] plus int64 labels in `<split>.npz`.
+Fashion-MNIST and CIFAR-100 splits are stored as float32 images (n, C, H, W) in [0, 1] plus int64 labels
+in `<split>.npz`. The image-folder source writes every split as uint8 into a memmap (`store.py`), image by
+image, and `load` returns a lazy `ImageStore` for it: ImageNet-100 at 224 px does not fit in memory.
 """
 from __future__ import annotations
 
@@ -208,6 +213,134 @@ def image_tar(path: Path, size: int, limit: int | None, rng) -> np.ndarray:
     return np.stack(imgs)
 
 
+# ---- full scale, variant imagenet100: an image-folder tree, stored lazily -----------------------------
+
+IMAGE_EXT = (".jpg", ".jpeg", ".png")
+
+
+def resize_center_crop(im, size: int, resize: int) -> np.ndarray:
+    """torchvision's Resize(resize) + CenterCrop(size) (Dream-OOD's ImageNet-100 test transform) on a PIL
+    image: the short side to `resize` (long side truncated as torchvision does), then the centre size x size;
+    returns uint8 (3, size, size)."""
+    from PIL import Image
+
+    im = im.convert("RGB")
+    w, h = im.size
+    if w <= h:
+        nw, nh = resize, int(resize * h / w)
+    else:
+        nw, nh = int(resize * w / h), resize
+    im = im.resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
+    im = im.crop((left, top, left + size, top + size))
+    return np.asarray(im, np.uint8).transpose(2, 0, 1)
+
+
+def class_list(d: dict) -> list[tuple[str, str]]:
+    """(wnid, name) of the configured classes: `classes: imagenet100` (Dream-OOD's list) or explicit pairs."""
+    c = d["classes"]
+    if c == "imagenet100":
+        from .imagenet100 import IMAGENET100
+
+        return list(IMAGENET100)
+    return [tuple(x) for x in c]
+
+
+def image_folder(root: Path, split: str, wnids: list[str], per_class: int | None, rng) -> list[tuple[Path, int]]:
+    """(path, label) of every image of `root/split/<wnid>/` for the given wnids; label = position in wnids.
+    Folders of other classes are ignored (ImageNet-100 is a subset of the 1,000 class folders)."""
+    out = []
+    for label, w in enumerate(wnids):
+        folder = Path(root) / split / w
+        if not folder.is_dir():
+            raise UserError(f"image-folder tree: no class folder {folder}; expected {root}/{split}/<wnid>/ for each "
+                            "of the configured classes (ILSVRC-2012 val must be sorted into class folders)")
+        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXT)
+        if per_class is not None and len(files) > per_class:
+            files = [files[i] for i in sorted(rng.choice(len(files), per_class, replace=False))]
+        out += [(p, label) for p in files]
+    if not out:
+        raise UserError(f"image-folder tree {root}/{split}: no images of the configured classes")
+    return out
+
+
+def _decode_file(item, size: int, resize: int) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(item) as im:
+        return resize_center_crop(im, size, resize)
+
+
+def write_image_split(out_dir: Path, name: str, items: list[tuple[Path, int]], size: int, resize: int,
+                      workers: int = 1) -> None:
+    """Decode, resize and crop the images into the split's uint8 memmap, in order, a chunk at a time
+    (Pillow's decoding releases the GIL, so `workers` threads decode in parallel)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .store import StoreWriter
+
+    w = StoreWriter(out_dir, name, len(items), (3, size, size))
+    chunk = 256
+    with ThreadPoolExecutor(max(1, int(workers))) as pool:
+        for i in range(0, len(items), chunk):
+            part = items[i:i + chunk]
+            for j, img in enumerate(pool.map(lambda it: _decode_file(it[0], size, resize), part)):
+                w.put(i + j, img, part[j][1])
+    w.close()
+
+
+def write_tar_split(out_dir: Path, name: str, path: Path, size: int, resize: int, limit: int | None, rng) -> None:
+    """An OOD image tarball (MOS iNaturalist / SUN / Places, DTD) into a uint8 memmap, image by image;
+    `limit` images drawn at random (sorted member order otherwise)."""
+    from PIL import Image
+
+    from .store import StoreWriter
+
+    with tarfile.open(path, "r:*") as tar:
+        members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.lower().endswith(IMAGE_EXT)),
+                         key=lambda m: m.name)
+        if not members:
+            raise UserError(f"{path}: no .jpg/.png images in the archive")
+        if limit is not None and len(members) > limit:
+            members = [members[i] for i in sorted(rng.choice(len(members), limit, replace=False))]
+        w = StoreWriter(out_dir, name, len(members), (3, size, size))
+        for i, m in enumerate(members):
+            with Image.open(io.BytesIO(tar.extractfile(m).read())) as im:
+                w.put(i, resize_center_crop(im, size, resize))
+        w.close()
+
+
+def preprocess_image_folder(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+    from icml25.core.io import write_json
+
+    d = cfg["data"]
+    rng = np.random.default_rng(int(d["seed"]))
+    classes = class_list(d)
+    wnids = [w for w, _ in classes]
+    size, resize, workers = int(d["image"]), int(d["resize"]), int(d.get("workers", 1))
+    root = Path(d["root"])
+    per = int(d["train_per_class"]) if d.get("train_per_class") else None
+    write_image_split(out_dir, "train", image_folder(root, "train", wnids, per, rng), size, resize, workers)
+    per = int(d["test_per_class"]) if d.get("test_per_class") else None
+    write_image_split(out_dir, "test", image_folder(root, "val", wnids, per, rng), size, resize, workers)
+    write_json(out_dir / "classes.json", [n for _, n in classes])
+    limit = int(d["ood_per_set"]) if d.get("ood_per_set") else None
+    for name in d["ood_sets"]:
+        write_tar_split(out_dir, f"ood_{name}", raw_dir / d["files"][name]["file"], size, resize, limit, rng)
+
+
+def check_image_folder(d: dict) -> None:
+    """The ILSVRC-2012 tree cannot be fetched (image-net.org needs a login): it must be extracted at `root`."""
+    root = Path(d["root"])
+    missing = [s for s in ("train", "val") if not (root / s).is_dir()]
+    if missing:
+        src = d.get("sources", {})
+        raise UserError(f"ImageNet tree {root}: no {', '.join(missing)}/ folder. Download "
+                        f"{src.get('train', 'ILSVRC2012_img_train.tar')} and {src.get('val', 'ILSVRC2012_img_val.tar')} "
+                        "from image-net.org (login required), extract them to <root>/train/<wnid>/ and "
+                        "<root>/val/<wnid>/, and set data.root")
+
+
 # ---- stages --------------------------------------------------------------------------------------------
 
 def download(cfg: dict, raw_dir: Path) -> None:
@@ -219,8 +352,13 @@ def download(cfg: dict, raw_dir: Path) -> None:
         for f in FASHION_FILES.values():
             copy_verified(root / f, raw_dir / f, None, install_hint="`apt-get install dataset-fashion-mnist`")
         return
-    for name, spec in d["files"].items():
-        fetch(spec["url"], raw_dir / spec["file"], spec.get("sha256"), md5=spec.get("md5"))
+    if d["source"] == "image_folder":
+        check_image_folder(d)
+    # only the files this config reads (a variant's `files` also holds those of the scale it is merged over)
+    for name in [d["source"], *d["ood_sets"]]:
+        spec = d["files"].get(name)
+        if spec is not None:
+            fetch(spec["url"], raw_dir / spec["file"], spec.get("sha256"), md5=spec.get("md5"))
 
 
 def _save(out: Path, name: str, x: np.ndarray, y: np.ndarray | None = None) -> None:
@@ -249,6 +387,9 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
             x = OOD_MINI[name](n, np.random.default_rng([int(d["seed"]), len(name), ord(name[0])]))
             _save(out_dir, f"ood_{name}", x[:, None])
         return
+    if d["source"] == "image_folder":
+        preprocess_image_folder(cfg, raw_dir, out_dir)
+        return
     files = d["files"]
     tx, ty, vx, vy, names = cifar100(raw_dir / files["cifar100"]["file"])
     write_json(out_dir / "classes.json", names or [str(i) for i in range(int(ty.max()) + 1)])
@@ -267,5 +408,12 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
 
 
 def load(data_dir: Path, name: str):
+    """(images, labels) of a split: float32 arrays from `<name>.npz`, or, for a split stored by the
+    image-folder source, a lazy `ImageStore` (rows read on indexing) and its labels."""
+    from . import store
+
+    if store.exists(data_dir, name):
+        s = store.ImageStore(data_dir, name)
+        return s, s.labels
     z = np.load(Path(data_dir) / f"{name}.npz")
     return z["x"], z["y"]

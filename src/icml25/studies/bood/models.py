@@ -3,7 +3,8 @@ the classifier trained from scratch in stage 3 (every method shares it).
 
 At mini scale both are small CNNs on 16x16 gray images; at full scale the paper's ResNet-18/34 (the CIFAR
 variant: a 3x3 stem without max-pooling, as in Dream-OOD's and BOOD's CIFAR-100 code) take their place
-behind the same `features` / `forward` / `fc` interface. `make_net` picks one from a config block's `arch`.
+behind the same `features` / `forward` / `fc` interface. `make_net` picks one from a config block's `arch`;
+`stem: imagenet` gives the torchvision ImageNet stem instead (7x7 stride-2 conv + 3x3 stride-2 max-pool).
 """
 from __future__ import annotations
 
@@ -53,13 +54,25 @@ class BasicBlock(nn.Module):
 RESNET_BLOCKS = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}
 
 
-class ResNet(nn.Module):
-    """CIFAR ResNet: 3x3 stem (64), four stages of BasicBlocks (64, 128, 256, 512; stride 2 from the
-    second), global average pooling; `features(x)` is the 512-d pooled representation."""
+STEMS = ("cifar", "imagenet")
 
-    def __init__(self, blocks=(2, 2, 2, 2), in_ch: int = 3, out: int = 10):
+
+class ResNet(nn.Module):
+    """ResNet: a stem (64 channels), four stages of BasicBlocks (64, 128, 256, 512; stride 2 from the
+    second), global average pooling; `features(x)` is the 512-d pooled representation.
+    Stem `cifar` (default): 3x3 stride-1 conv, no pooling. `imagenet`: 7x7 stride-2 conv and a 3x3 stride-2
+    max-pool (torchvision's layout), 4x4 fewer positions from the first stage on at 224 px."""
+
+    def __init__(self, blocks=(2, 2, 2, 2), in_ch: int = 3, out: int = 10, stem: str = "cifar"):
         super().__init__()
-        layers, c = [nn.Conv2d(in_ch, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()], 64
+        if stem == "cifar":
+            layers = [nn.Conv2d(in_ch, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+        elif stem == "imagenet":
+            layers = [nn.Conv2d(in_ch, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                      nn.MaxPool2d(3, 2, 1)]
+        else:
+            raise ValueError(f"bood: unknown ResNet stem '{stem}' ({', '.join(STEMS)})")
+        c = 64
         for i, (n, w) in enumerate(zip(blocks, (64, 128, 256, 512))):
             for j in range(n):
                 layers.append(BasicBlock(c, w, 2 if (i > 0 and j == 0) else 1))
@@ -75,12 +88,13 @@ class ResNet(nn.Module):
 
 
 def make_net(spec: dict, in_ch: int, size: int, out: int) -> nn.Module:
-    """The network a config block names: `arch: convnet` (default; `widths`, `hidden`) or resnet18/34."""
+    """The network a config block names: `arch: convnet` (default; `widths`, `hidden`) or resnet18/34
+    (`stem: cifar` default, or `imagenet`)."""
     arch = spec.get("arch", "convnet")
     if arch == "convnet":
         return ConvNet(in_ch, size, tuple(spec["widths"]), int(spec["hidden"]), out)
     if arch in RESNET_BLOCKS:
-        return ResNet(RESNET_BLOCKS[arch], in_ch, out)
+        return ResNet(RESNET_BLOCKS[arch], in_ch, out, spec.get("stem", "cifar"))
     raise ValueError(f"bood: unknown arch '{arch}' (convnet, {', '.join(RESNET_BLOCKS)})")
 
 

@@ -107,6 +107,24 @@ def load_anchors(path: Path):
     return np.load(path).astype(np.float32)
 
 
+def sd_decoder(dcfg: dict):
+    """SD v1.4 as the config names it: `sd_size` px (512, its native size; the images are resized to the
+    data's resolution after decoding), `sd_steps` sampling steps, `sd_guidance` classifier-free guidance."""
+    from . import decoder as Dec
+
+    return Dec.StableDiffusionDecoder(dcfg["model"], steps=int(dcfg.get("sd_steps", 50)),
+                                      guidance=float(dcfg.get("sd_guidance", 7.5)), size=int(dcfg.get("sd_size", 512)))
+
+
+def _to_size(imgs, shape):
+    """Decoded images at the data's resolution (SD decodes at its own)."""
+    import torch
+
+    if imgs.shape[1:] == tuple(shape):
+        return imgs
+    return torch.nn.functional.interpolate(torch.from_numpy(imgs), size=tuple(shape[-2:]), mode="bilinear").numpy()
+
+
 def fit_base(cfg, data_dir, out_dir):
     import numpy as np
     import torch
@@ -124,6 +142,7 @@ def fit_base(cfg, data_dir, out_dir):
     else:  # full: the token embeddings of the class names from SD's text encoder (a hub id or a local dir)
         names = read_json(data_dir / "classes.json")
         np.save(out_dir / "anchors.npy", Dec.StableDiffusionDecoder(lat["anchors"]).token_embeddings(names))
+    lazy = not isinstance(x, np.ndarray)  # a split stored by the image-folder source (read in batches)
     anchors = load_anchors(out_dir / "anchors.npy")
     enc, _ = T.train_encoder(cfg, x, y, anchors, seed)
     torch.save(enc.state_dict(), out_dir / "encoder.pt")
@@ -135,16 +154,16 @@ def fit_base(cfg, data_dir, out_dir):
     indep, _, _ = T.train_classifier(indep_cfg, x, y, seed + 1000)
     torch.save(indep.state_dict(), out_dir / "independent.pt")
     if cfg["decoder"].get("kind", "diffusion_ae") == "sd":  # full: SD v1.4 is used as it is, not trained
-        dec, curve = Dec.StableDiffusionDecoder(cfg["decoder"]["model"]), []
+        dec, curve = sd_decoder(cfg["decoder"]), []
     else:
-        model, curve = Dec.train_decoder(cfg["decoder"], x, z, seed)
+        # the mini diffusion autoencoder trains on the whole split in memory: meant for small images only
+        model, curve = Dec.train_decoder(cfg["decoder"], x[np.arange(len(x))] if lazy else x, z, seed)
         Dec.save_decoder(out_dir / "decoder.pt", model, cfg["decoder"])
         dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:])
     n = min(len(xt), int(cfg["decoder"]["n_check"]))
-    rec = dec.decode(zt[:n], seed + 7)
-    if rec.shape[1:] != xt.shape[1:]:  # SD decodes at its own resolution: compare at the data's
-        rec = torch.nn.functional.interpolate(torch.from_numpy(rec), size=xt.shape[-2:], mode="bilinear").numpy()
-    psnr = float(np.mean(10 * np.log10(1.0 / np.maximum(((rec - xt[:n]) ** 2).mean(axis=(1, 2, 3)), 1e-10))))
+    rec = _to_size(dec.decode(zt[:n], seed + 7), xt.shape[1:])  # SD decodes at its own size: compare at the data's
+    xn = xt[:n]
+    psnr = float(np.mean(10 * np.log10(1.0 / np.maximum(((rec - xn) ** 2).mean(axis=(1, 2, 3)), 1e-10))))
     lg = T.logits_of(indep, rec)
     write_json(out_dir / "report.json", {
         "encoder_acc": enc_acc,
@@ -167,7 +186,7 @@ def _load_base(cfg, base_dir: Path, shape):
     anchors = load_anchors(base_dir / "anchors.npy")
     z = np.load(base_dir / "z_train.npy")
     if cfg["decoder"].get("kind", "diffusion_ae") == "sd":
-        dec = Dec.StableDiffusionDecoder(cfg["decoder"]["model"])
+        dec = sd_decoder(cfg["decoder"])
     else:
         dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1])
     ic = cfg["independent"]
@@ -177,8 +196,28 @@ def _load_base(cfg, base_dir: Path, shape):
     return anchors, z, dec, indep
 
 
-def synthesise(cfg, method, seed, x, y, base_dir):
-    """(outlier images, metric rows, example dict) of a decoded method."""
+def _decode_to_store(dec, zo, seed, shape, run_dir, indep, chunk: int = 256):
+    """Decode the outlier features a chunk at a time into a uint8 store in the run directory (at full scale
+    100k images do not fit in memory); returns (lazy outliers, the judge's mean max-softmax on them).
+    Each chunk has its own sampling seed."""
+    import numpy as np
+    import torch
+
+    from . import training as T
+    from .store import ImageStore, StoreWriter
+
+    w, conf = StoreWriter(run_dir, "outliers", len(zo), tuple(shape)), []
+    for k, i in enumerate(range(0, len(zo), chunk)):
+        imgs = _to_size(dec.decode(zo[i:i + chunk], seed + k), shape)
+        w.images[i:i + len(imgs)] = np.clip(np.rint(imgs * 255.0), 0, 255).astype(np.uint8)
+        conf.append(torch.softmax(T.logits_of(indep, imgs), 1).max(1).values)
+    w.close()
+    return ImageStore(run_dir, "outliers"), float(torch.cat(conf).mean())
+
+
+def synthesise(cfg, method, seed, x, y, base_dir, run_dir=None):
+    """(outlier images, metric rows, example dict) of a decoded method. With a lazy training split the
+    outliers are decoded into a store in `run_dir` and returned lazily."""
     import numpy as np
     import torch
 
@@ -207,12 +246,14 @@ def synthesise(cfg, method, seed, x, y, base_dir):
     from .models import cosine_logits
 
     pred = cosine_logits(torch.from_numpy(zo), torch.from_numpy(anchors), float(cfg["latent"]["tau"])).argmax(1)
-    imgs = dec.decode(zo, seed * 1000 + 3)
-    if imgs.shape[1:] != x.shape[1:]:  # SD decodes at 512px: the classifier trains at the data's resolution
-        imgs = torch.nn.functional.interpolate(torch.from_numpy(imgs), size=x.shape[-2:], mode="bilinear").numpy()
-    conf = torch.softmax(T.logits_of(indep, imgs), 1).max(1).values
+    if isinstance(x, np.ndarray):
+        # SD decodes at 512px: the classifier trains at the data's resolution
+        imgs = _to_size(dec.decode(zo, seed * 1000 + 3), x.shape[1:])
+        conf = float(torch.softmax(T.logits_of(indep, imgs), 1).max(1).values.mean())
+    else:
+        imgs, conf = _decode_to_store(dec, zo, seed * 1000 + 3, x.shape[1:], run_dir, indep)
     rows += [{"setting": "synth", "metric": "cross_frac", "value": float((pred.numpy() != src).mean())},
-             {"setting": "synth", "metric": "indep_conf_ood", "value": float(conf.mean())},
+             {"setting": "synth", "metric": "indep_conf_ood", "value": conf},
              {"setting": "synth", "metric": "n_outliers", "value": float(len(imgs))}]
     rep = read_json(base_dir / "report.json")
     rows += [{"setting": "base", "metric": k, "value": rep[k]}
@@ -232,7 +273,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir):
     x, y = D.load(data_dir, "train")
     rows, outliers, reg = [], None, "none"
     if method in DECODED:
-        outliers, rows, ex = synthesise(cfg, method, seed, x, y, base_dir)
+        outliers, rows, ex = synthesise(cfg, method, seed, x, y, base_dir, run_dir)
         reg = "images"
         np.savez_compressed(run_dir / "outliers.npz", **ex)
     elif method in ("vos", "npos"):

@@ -35,6 +35,26 @@ def _sgd(params, cfg, total_steps):
     return opt, sched
 
 
+class _LazyRows:
+    """A lazy split (`store.ImageStore`) seen as a tensor: `rows[idx]` reads only those rows."""
+
+    def __init__(self, split):
+        self.split, self.shape = split, torch.Size(split.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        if isinstance(idx, torch.Tensor):
+            idx = idx.numpy()
+        return torch.from_numpy(self.split[idx])
+
+
+def rows_of(x):
+    """An in-memory array as the tensor it always was (mini numbers unchanged), a lazy split as `_LazyRows`."""
+    return torch.from_numpy(x) if isinstance(x, np.ndarray) else _LazyRows(x)
+
+
 def _batches(n, bs, gen):
     perm = torch.randperm(n, generator=gen)
     return [perm[i:i + bs] for i in range(0, n - bs + 1, bs)] or [perm]
@@ -45,7 +65,7 @@ def train_encoder(cfg: dict, x: np.ndarray, y: np.ndarray, anchors: np.ndarray, 
     lat = cfg["latent"]
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    X, Y = torch.from_numpy(x), torch.from_numpy(y)
+    X, Y = rows_of(x), torch.from_numpy(y)
     A = torch.from_numpy(anchors).float()
     enc = Encoder(lat, X.shape[1], X.shape[-1], A.shape[1])
     bs, epochs = int(lat["batch"]), int(lat["epochs"])
@@ -66,7 +86,7 @@ def train_encoder(cfg: dict, x: np.ndarray, y: np.ndarray, anchors: np.ndarray, 
 
 @torch.no_grad()
 def encode(enc, x: np.ndarray, bs: int = 1024) -> np.ndarray:
-    X = torch.from_numpy(x)
+    X = rows_of(x)
     return torch.cat([enc(X[i:i + bs]) for i in range(0, len(X), bs)]).numpy()
 
 
@@ -111,7 +131,7 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
     c = cfg["classifier"]
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    X, Y = torch.from_numpy(x), torch.from_numpy(y)
+    X, Y = rows_of(x), torch.from_numpy(y)
     n_cls = int(Y.max()) + 1
     net = make_net(c, X.shape[1], X.shape[-1], n_cls)
     head = torch.nn.Linear(1, 2)
@@ -128,7 +148,7 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
     bs, epochs = int(c["batch"]), int(c["epochs"])
     nb = len(_batches(len(X), bs, gen))
     opt, sched = _sgd(params, c, epochs * nb)
-    O = torch.from_numpy(outliers) if outliers is not None and len(outliers) else None
+    O = rows_of(outliers) if outliers is not None and len(outliers) else None
     beta = float(cfg["energy"]["beta"])
     frac = {"vos": cfg.get("vos", {}).get("start_frac", 0), "npos": cfg.get("npos", {}).get("start_frac", 0)}
     start = int(round(float(frac.get(reg, cfg["energy"]["start_frac"])) * epochs))
@@ -173,5 +193,5 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
 
 @torch.no_grad()
 def logits_of(net, x: np.ndarray, bs: int = 1024) -> torch.Tensor:
-    X = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    X = rows_of(np.ascontiguousarray(x, dtype=np.float32) if isinstance(x, np.ndarray) else x)
     return torch.cat([net(X[i:i + bs]) for i in range(0, len(X), bs)]) if len(X) else torch.zeros(0, 1)
