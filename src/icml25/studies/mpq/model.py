@@ -1,11 +1,13 @@
-"""A small ResNet (ResNet-8-mini: stem, three BasicBlocks, FC) in three forms that share one parameter layout:
-full precision (the FP model), super-net (searchable MixConv layers) and fixed policy (QConv layers).
+"""The searchable networks, each in three forms that share one parameter layout: full precision (the FP
+model), super-net (searchable MixConv layers) and fixed policy (QConv layers).
 
-The first conv and the classifier stay at 8 bits (as GMPQ / EdMIPS keep first and last layers at high
-precision); every other conv (two per block and the 1x1 downsampling shortcuts) is searchable, each with
-its own weight and activation bits (GMPQ's mixres shortcuts are MixActivConv2d layers too). The stem is
-3x3 stride 2 at mini (28x28 inputs); at full scale `stem_kernel`/`stem_stride` and `blocks` give ResNet-18
-([2, 2, 2, 2] BasicBlocks, 64..512 channels; the ImageNet max-pool is not built, see the README).
+Architectures (`arch`): `resnet` (BasicBlocks: ResNet-8-mini at mini, ResNet-18 with `blocks: [2, 2, 2, 2]`),
+`resnet_bottleneck` (ResNet-50: 1x1 -> 3x3 (stride here, torchvision's v1.5) -> 1x1 x4) and `mobilenetv2`
+(inverted residuals with depthwise 3x3 convs, torchvision's layout at width 1.0). The first conv and the
+classifier stay at 8 bits (as GMPQ / EdMIPS keep first and last layers at high precision); every other conv
+(block convs, depthwise convs, 1x1 shortcuts, MobileNet-V2's last 1x1 conv) is searchable with its own weight
+and activation bits (GMPQ's mixres shortcuts are MixActivConv2d layers too). The stem is 3x3 stride 2 at mini
+(28x28 inputs); the ImageNet stem of the ResNets is 7x7 stride 2 plus a 3x3 stride-2 max-pool (`stem_pool`).
 """
 from __future__ import annotations
 
@@ -16,55 +18,110 @@ import torch.nn.functional as F
 from .quant import MixConv, QConv, conv_macs
 
 FIXED_BITS = 8
+ARCHS = ("resnet", "resnet_bottleneck", "mobilenetv2")
+# MobileNet-V2 (Sandler et al. 2018, Table 2): expansion t, channels c, repeats n, first stride s
+MBV2_SETTINGS = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                 (6, 320, 1, 1)]
+MBV2_STEM, MBV2_LAST = 32, 1280
 
 
 def block_names(blocks: list[int]) -> list[tuple[str, int, int]]:
-    """(block name, stage, index in stage) of every BasicBlock."""
+    """(block name, stage, index in stage) of every residual block."""
     return [(f"b{i}" if n == 1 else f"b{i}_{j}", i, j) for i, n in enumerate(blocks) for j in range(n)]
 
 
-def layer_specs(width: list[int], image: int = 28, stem_stride: int = 2, blocks=None, in_ch: int = 1,
-                classes: int = 10, stem_kernel: int = 3) -> list[dict]:
-    """The conv layers in order: name, cin, cout, kernel, stride, padding, output size, MACs, searchable."""
-    blocks = list(blocks or [1] * len(width))
-    specs, hw = [], image
-    pad = stem_kernel // 2
-    hw = (hw + 2 * pad - stem_kernel) // stem_stride + 1
-    specs.append(dict(name="stem", cin=in_ch, cout=width[0], k=stem_kernel, s=stem_stride, p=pad, hw=hw,
-                      searchable=False))
-    cin = width[0]
-    for name, i, j in block_names(blocks):
-        cout = width[i]
-        s = 2 if (i > 0 and j == 0) else 1
-        hw_out = (hw + 2 - 3) // s + 1
-        specs.append(dict(name=f"{name}.conv1", cin=cin, cout=cout, k=3, s=s, p=1, hw=hw_out, searchable=True))
-        specs.append(dict(name=f"{name}.conv2", cin=cout, cout=cout, k=3, s=1, p=1, hw=hw_out, searchable=True))
-        if s != 1 or cin != cout:
-            specs.append(dict(name=f"{name}.short", cin=cin, cout=cout, k=1, s=s, p=0, hw=hw_out, searchable=True))
-        cin, hw = cout, hw_out
-    specs.append(dict(name="fc", cin=cin, cout=classes, k=1, s=1, p=0, hw=1, searchable=False))
+def _out(hw: int, k: int, s: int, p: int) -> int:
+    return (hw + 2 * p - k) // s + 1
+
+
+def _conv(name, cin, cout, k, s, hw, searchable=True, groups=1):
+    return dict(name=name, cin=cin, cout=cout, k=k, s=s, p=k // 2, groups=groups, hw=_out(hw, k, s, k // 2),
+                searchable=searchable)
+
+
+def architecture(width: list[int], image: int = 28, stem_stride: int = 2, blocks=None, in_ch: int = 1,
+                 classes: int = 10, stem_kernel: int = 3, arch: str = "resnet", stem_pool: bool = False):
+    """(layer specs in construction order, block descriptions for the forward pass). A spec: name, cin, cout,
+    kernel, stride, padding, groups, output size, MACs, searchable; a block: kind, its conv names, shortcut."""
+    if arch not in ARCHS:
+        raise ValueError(f"unknown arch {arch!r} (known: {ARCHS})")
+    specs, desc = [], []
+    stem_out = MBV2_STEM if arch == "mobilenetv2" else width[0]
+    specs.append(_conv("stem", in_ch, stem_out, stem_kernel, stem_stride, image, searchable=False))
+    hw = specs[-1]["hw"]
+    if stem_pool:  # the ImageNet ResNet stem: 3x3 stride-2 max-pool, padding 1
+        hw = _out(hw, 3, 2, 1)
+    cin = stem_out
+    if arch == "mobilenetv2":
+        k = 0
+        for t, c, n, s0 in MBV2_SETTINGS:
+            for j in range(n):
+                s, hidden, name = (s0 if j == 0 else 1), cin * t, f"m{k}"
+                convs = []
+                if t != 1:
+                    specs.append(_conv(f"{name}.expand", cin, hidden, 1, 1, hw))
+                    convs.append(f"{name}.expand")
+                specs.append(_conv(f"{name}.dw", hidden, hidden, 3, s, hw, groups=hidden))
+                hw = specs[-1]["hw"]
+                specs.append(_conv(f"{name}.project", hidden, c, 1, 1, hw))
+                convs += [f"{name}.dw", f"{name}.project"]
+                desc.append(dict(kind="inverted", convs=convs, residual=(s == 1 and cin == c)))
+                cin, k = c, k + 1
+        specs.append(_conv("last", cin, MBV2_LAST, 1, 1, hw))
+        desc.append(dict(kind="conv", convs=["last"]))
+        cin = MBV2_LAST
+    else:
+        expansion = 4 if arch == "resnet_bottleneck" else 1
+        for name, i, j in block_names(list(blocks or [1] * len(width))):
+            mid, cout = width[i], width[i] * expansion
+            s = 2 if (i > 0 and j == 0) else 1
+            if expansion == 1:
+                specs.append(_conv(f"{name}.conv1", cin, cout, 3, s, hw))
+                hw_out = specs[-1]["hw"]
+                specs.append(_conv(f"{name}.conv2", cout, cout, 3, 1, hw_out))
+                convs = [f"{name}.conv1", f"{name}.conv2"]
+            else:
+                specs.append(_conv(f"{name}.conv1", cin, mid, 1, 1, hw))
+                specs.append(_conv(f"{name}.conv2", mid, mid, 3, s, hw))
+                hw_out = specs[-1]["hw"]
+                specs.append(_conv(f"{name}.conv3", mid, cout, 1, 1, hw_out))
+                convs = [f"{name}.conv1", f"{name}.conv2", f"{name}.conv3"]
+            short = None
+            if s != 1 or cin != cout:
+                specs.append(_conv(f"{name}.short", cin, cout, 1, s, hw))
+                short = f"{name}.short"
+            desc.append(dict(kind="residual", convs=convs, short=short))
+            cin, hw = cout, hw_out
+    specs.append(dict(name="fc", cin=cin, cout=classes, k=1, s=1, p=0, groups=1, hw=1, searchable=False))
     for L in specs:
-        L["macs"] = conv_macs(L["cin"], L["cout"], L["k"], L["hw"])
+        L["macs"] = conv_macs(L["cin"], L["cout"], L["k"], L["hw"], L["groups"])
         L["wbits"] = L["abits"] = FIXED_BITS
-    return specs
+    return specs, desc
+
+
+def layer_specs(width: list[int], image: int = 28, stem_stride: int = 2, blocks=None, in_ch: int = 1,
+                classes: int = 10, stem_kernel: int = 3, arch: str = "resnet", stem_pool: bool = False) -> list[dict]:
+    """The conv layers in order: name, cin, cout, kernel, stride, padding, groups, output size, MACs, searchable."""
+    return architecture(width, image, stem_stride, blocks, in_ch, classes, stem_kernel, arch, stem_pool)[0]
 
 
 class Net(nn.Module):
     """mode: 'fp' (no quantisation), 'search' (MixConv super-net), 'fixed' (QConv at `policy` bits)."""
 
     def __init__(self, width, bits=(2, 3, 4, 6), mode="fp", policy=None, image=28, stem_stride=2, blocks=None,
-                 in_ch=1, classes=10, stem_kernel=3):
+                 in_ch=1, classes=10, stem_kernel=3, arch="resnet", stem_pool=False):
         super().__init__()
-        self.specs = layer_specs(width, image, stem_stride, blocks, in_ch, classes, stem_kernel)
-        self.block_list = block_names(list(blocks or [1] * len(width)))
-        self.mode = mode
+        self.specs, self.block_desc = architecture(width, image, stem_stride, blocks, in_ch, classes, stem_kernel,
+                                                   arch, stem_pool)
+        self.mode, self.stem_pool = mode, bool(stem_pool)
+        self.act = F.relu6 if arch == "mobilenetv2" else F.relu
         layers, bns = {}, {}
         for L in self.specs:
             key = L["name"].replace(".", "_")
             if L["name"] == "fc":
                 continue
             if mode == "search" and L["searchable"]:
-                layers[key] = MixConv(L["cin"], L["cout"], L["k"], L["s"], L["p"], bits)
+                layers[key] = MixConv(L["cin"], L["cout"], L["k"], L["s"], L["p"], bits, groups=L["groups"])
             else:
                 if mode == "fp":
                     wb = ab = None
@@ -73,12 +130,12 @@ class Net(nn.Module):
                 else:
                     wb = ab = FIXED_BITS
                 layers[key] = QConv(L["cin"], L["cout"], L["k"], L["s"], L["p"], wb, ab,
-                                    init_range=1.0 if L["name"] == "stem" else 6.0)
+                                    init_range=1.0 if L["name"] == "stem" else 6.0, groups=L["groups"])
             bns[key] = nn.BatchNorm2d(L["cout"])
         self.layers = nn.ModuleDict(layers)
         self.bns = nn.ModuleDict(bns)
         fb = None if mode == "fp" else FIXED_BITS
-        self.fc = QConv(width[-1], classes, 1, wbits=fb, abits=fb)
+        self.fc = QConv(self.specs[-1]["cin"], classes, 1, wbits=fb, abits=fb)
         self.fc_bias = nn.Parameter(torch.zeros(classes))
 
     def _cb(self, name, x):
@@ -86,12 +143,25 @@ class Net(nn.Module):
         return self.bns[k](self.layers[k](x))
 
     def features(self, x):
-        x = F.relu(self._cb("stem", x))
-        for name, _, _ in self.block_list:
-            out = F.relu(self._cb(f"{name}.conv1", x))
-            out = self._cb(f"{name}.conv2", out)
-            sc = self._cb(f"{name}.short", x) if f"{name}_short" in self.layers else x
-            x = F.relu(out + sc)
+        x = self.act(self._cb("stem", x))
+        if self.stem_pool:
+            x = F.max_pool2d(x, 3, 2, 1)
+        for b in self.block_desc:
+            if b["kind"] == "residual":  # Basic (2 convs) or Bottleneck (3 convs) block
+                out = x
+                for c in b["convs"][:-1]:
+                    out = F.relu(self._cb(c, out))
+                out = self._cb(b["convs"][-1], out)
+                sc = self._cb(b["short"], x) if b["short"] else x
+                x = F.relu(out + sc)
+            elif b["kind"] == "inverted":  # expand (ReLU6), depthwise (ReLU6), linear projection
+                out = x
+                for c in b["convs"][:-1]:
+                    out = F.relu6(self._cb(c, out))
+                out = self._cb(b["convs"][-1], out)
+                x = out + x if b["residual"] else out
+            else:
+                x = self.act(self._cb(b["convs"][0], x))
         return x
 
     def head(self, f):

@@ -49,9 +49,9 @@ class QConv(nn.Module):
     """A conv (or, with kernel 1 on a 1x1 map, a linear layer) with the given weight and activation bits.
     bits None = full precision (the FP model)."""
 
-    def __init__(self, cin, cout, kernel, stride=1, padding=0, wbits=None, abits=None, init_range=6.0):
+    def __init__(self, cin, cout, kernel, stride=1, padding=0, wbits=None, abits=None, init_range=6.0, groups=1):
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, kernel, stride, padding, bias=False)
+        self.conv = nn.Conv2d(cin, cout, kernel, stride, padding, groups=groups, bias=False)
         self.wbits, self.abits = wbits, abits
         self.act_range = nn.Parameter(torch.tensor([float(init_range)]))
         self.signed_input = False
@@ -60,15 +60,15 @@ class QConv(nn.Module):
         if self.abits is not None and not self.signed_input:
             x = quantize_activation(x, self.act_range, self.abits)
         w = self.conv.weight if self.wbits is None else quantize_weight(self.conv.weight, self.wbits)
-        return F.conv2d(x, w, None, self.conv.stride, self.conv.padding)
+        return F.conv2d(x, w, None, self.conv.stride, self.conv.padding, 1, self.conv.groups)
 
 
 class MixConv(nn.Module):
     """Searchable super-layer: softmax-weighted weight-bit and activation-bit branches, one convolution."""
 
-    def __init__(self, cin, cout, kernel, stride=1, padding=0, bits=(2, 3, 4, 6), init_range=6.0):
+    def __init__(self, cin, cout, kernel, stride=1, padding=0, bits=(2, 3, 4, 6), init_range=6.0, groups=1):
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, kernel, stride, padding, bias=False)
+        self.conv = nn.Conv2d(cin, cout, kernel, stride, padding, groups=groups, bias=False)
         self.bits = tuple(int(b) for b in bits)
         self.alpha_w = nn.Parameter(torch.full((len(self.bits),), 0.01))
         self.alpha_a = nn.Parameter(torch.full((len(self.bits),), 0.01))
@@ -80,7 +80,7 @@ class MixConv(nn.Module):
         xa = sum(sa[i] * quantize_activation(x, self.act_range[i:i + 1], b) for i, b in enumerate(self.bits))
         sw = F.softmax(self.alpha_w, 0)
         w = sum(sw[i] * quantize_weight(self.conv.weight, b) for i, b in enumerate(self.bits))
-        return F.conv2d(xa, w, None, self.conv.stride, self.conv.padding)
+        return F.conv2d(xa, w, None, self.conv.stride, self.conv.padding, 1, self.conv.groups)
 
     def expected_bits(self):
         b = torch.tensor(self.bits, dtype=self.alpha_w.dtype)
@@ -90,9 +90,10 @@ class MixConv(nn.Module):
         return self.bits[int(self.alpha_w.argmax())], self.bits[int(self.alpha_a.argmax())]
 
 
-def conv_macs(cin: int, cout: int, kernel: int, out_hw: int) -> int:
-    """Multiply-accumulates of one conv on one image: cin * cout * k^2 * H_out * W_out."""
-    return int(cin) * int(cout) * int(kernel) ** 2 * int(out_hw) ** 2
+def conv_macs(cin: int, cout: int, kernel: int, out_hw: int, groups: int = 1) -> int:
+    """Multiply-accumulates of one conv on one image: (cin / groups) * cout * k^2 * H_out * W_out (a depthwise
+    conv, groups = cin, costs cout * k^2 * H_out * W_out)."""
+    return int(cin) // int(groups) * int(cout) * int(kernel) ** 2 * int(out_hw) ** 2
 
 
 def policy_bitops(layers: list[dict], policy: dict) -> float:

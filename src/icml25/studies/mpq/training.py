@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .model import Net, load_fp_into
+from .model import Net, layer_specs, load_fp_into
 from .quant import policy_bitops
 from .sharpness import adaptive_rho, sharpness, sharpness_aware_grads
 
@@ -22,6 +22,8 @@ SEARCH_KINDS = {"dmpq": "plain", "sam": "sam", "asga": "asga", "gmpq": "attribut
 
 
 def to_float(x: np.ndarray) -> torch.Tensor:
+    if not x.flags.writeable:  # a slice of a read-only memmap: copy just these rows
+        x = np.array(x)
     return torch.as_tensor(x, dtype=torch.float32) / 255.0
 
 
@@ -36,7 +38,14 @@ def net_kwargs(cfg) -> dict:
     return dict(width=list(m["width"]), blocks=list(m.get("blocks", [1] * len(m["width"]))),
                 in_ch=int(m.get("in_ch", 1)), classes=int(m.get("classes", 10)), image=int(m["image"]),
                 stem_kernel=int(m.get("stem_kernel", 3)), stem_stride=int(m.get("stem_stride", 2)),
-                bits=tuple(m["bits"]))
+                arch=str(m.get("arch", "resnet")), stem_pool=bool(m.get("stem_pool", False)), bits=tuple(m["bits"]))
+
+
+def specs_of(cfg) -> list[dict]:
+    """The layer specs of the configured network (no modules built)."""
+    kw = net_kwargs(cfg)
+    kw.pop("bits")
+    return layer_specs(**kw)
 
 
 @torch.no_grad()
