@@ -12,13 +12,13 @@ STUDY = "code_review"
 def test_snakemake_smoke_end_to_end(study_smoke):
     root = study_smoke(STUDY)  # the session's one smoke run through the snakemake CLI
     md = (root / "results" / "smoke" / "tables" / f"{STUDY}.md").read_text()
-    assert "## Claims" in md and "LeftFlow" in md and "flag every added line" in md
+    assert "## Claims" in md and "LeftFlow" in md and "flag every changed line" in md
     claims = {c["id"]: c for c in json.loads((root / "results" / "smoke" / "tables" / f"{STUDY}.claims.json").read_text())["claims"]}
     assert claims["absolute_kbi"]["verdict"] == "n.a." and claims["two_x_standard_llm"]["verdict"] == "n.a."
     assert claims["stages_far_falls"]["verdict"] in ("holds", "fails", "inconclusive")
     rec = json.loads((root / "results" / "smoke" / STUDY / "all_added" / "seed0" / "metrics.json").read_text())
     kbi = {r["setting"]: r["value"] for r in rec["metrics"] if r["metric"] == "kbi"}
-    assert kbi["final"] == 100.0   # flagging every added line recalls every key bug (it is an added line)
+    assert kbi["final"] == 100.0   # flagging every changed line recalls every key bug (an added line or a deletion anchor)
     run = root / "results" / "smoke" / STUDY / "left_flow" / "seed0"
     comments = json.loads((run / "comments.json").read_text())
     assert {"all", "coarse", "topk", "n1|meta", "n3|validator", "none|all", "final"} <= set(next(iter(comments.values())))

@@ -196,7 +196,7 @@ def test_pristine_passes_and_every_kept_mr_compiles_and_fails(minilib):
     from icml25.studies.code_review import data_mrs as D
 
     cfg, raw, out, meta = minilib
-    assert meta["pristine"] == {"passed": 20, "failed": 0}
+    assert meta["pristine"] == {"passed": 22, "failed": 0}
     s = C.spec(cfg)
     h = C.Harness(out / "corpus", s)
     try:
@@ -207,8 +207,11 @@ def test_pristine_passes_and_every_kept_mr_compiles_and_fails(minilib):
             runs = [h.run(mr["text"]) for _ in range(3)]
             assert all(o.compiled for o in runs), mr["id"]
             assert all(o.killed(s["pristine_pass"]) for o in runs), (mr["id"], runs)
-            assert mr["key_line"] in mr["fd"].added
-            assert mr["after"] in mr["text"].split("\n")[mr["key_line"] - 1]
+            fd, key = mr["fd"], mr["key_line"]
+            if mr["op"] in ("null_guard", "missing_break"):   # the deleted lines stand right above the anchor
+                assert key not in fd.added and [t for _, t in fd.deleted[key]] == mr["before"].split("\n")[:-1]
+            else:                                              # the mutated line is an added line
+                assert key in fd.added and mr["after"] in mr["text"].split("\n")[key - 1]
     finally:
         h.close()
 
@@ -221,7 +224,7 @@ def test_a_mutant_that_fails_on_some_runs_only_is_not_a_kill(minilib, monkeypatc
     h = C.Harness(out / "corpus", s, runs=3)
     try:
         lib = (out / "corpus" / s["lib"]).read_text()
-        seq = iter([C.Outcome(True, 19, 1), C.Outcome(True, 20, 0), C.Outcome(True, 19, 1)])
+        seq = iter([C.Outcome(True, 21, 1), C.Outcome(True, 22, 0), C.Outcome(True, 21, 1)])
         monkeypatch.setattr(h, "_execute", lambda exe: next(seq))
         o = h.run(lib)
         assert o.unstable and not o.killed(s["pristine_pass"])
@@ -298,3 +301,167 @@ def test_tinyxml2_pristine_passes_its_463_checks(tmp_path):
     finally:
         h.close()
     assert (o.passed, o.failed) == (463, 0)
+
+
+# ---- deletion mutants, their anchor, and the new benign edits ----------------------------------
+
+DEL_SRC = b"""int length(const char* s, int n)
+{
+    if (!s) {
+        return 0;
+    }
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+        if (s[i] == 0) {
+            k = i;
+            break;
+        }
+    }
+    switch (n) {
+    case 1:
+        k = k + 1;
+        break;
+    case 2:
+        k = k + 2;
+    }
+    return k;
+}
+"""
+
+
+def _deletions(src=DEL_SRC):
+    from icml25.studies.code_review import data_mutants as M
+
+    return {(m.op, m.line): m for m in M.mutants(src) if m.deletion}
+
+
+def test_null_guard_and_missing_break_delete_whole_lines_and_anchor_on_the_line_taking_their_place():
+    ms = _deletions()
+    assert set(ms) == {("null_guard", 3), ("missing_break", 10), ("missing_break", 16)}
+    lines = DEL_SRC.decode().split("\n")
+    for (op, ln), m in ms.items():
+        new = m.apply(DEL_SRC).decode().split("\n")
+        gone = m.last - m.line + 1
+        assert new == lines[:ln - 1] + lines[m.last:] and m.before == "\n".join(lines[ln - 1:m.last]) + "\n"
+        assert m.new_line(m.last + 1) == ln and new[ln - 1] == lines[m.last]     # the anchor: the next line
+        assert m.new_line(ln) is None and m.new_line(ln - 1) == ln - 1 and m.new_line(m.last + 2) == m.last + 2 - gone
+    assert ms[("null_guard", 3)].last == 5 and ms[("null_guard", 3)].category == "security"
+    # a guard of a name that is no pointer, or an `if` with an else, is no null guard
+    assert not _deletions(b"int f(int a, int b) {\n    if (!a) {\n        return 0;\n    }\n    return b;\n}\n")
+    # no anchor: a break followed by a blank line, a guard with nothing after it in its block
+    assert not _deletions(b"int f(int* a) {\n    while (a) {\n        break;\n\n    }\n    return 1;\n}\n")
+    assert not _deletions(b"void f(int* a) {\n    {\n        if (!a) {\n            return;\n        }\n    }\n}\n")
+    assert not any(op == "null_guard" for op, _ in _deletions(
+        b"int f(int* a) {\n    if (!a) {\n        return 0;\n    } else {\n        a = 0;\n    }\n    return 1;\n}\n"))
+
+
+def _anchor_mr(op, src=DEL_SRC):
+    from icml25.studies.code_review import data_mrs as D
+    from icml25.studies.code_review import data_mutants as M
+
+    m = next(m for (o, _), m in _deletions(src).items() if o == op)
+    text, key = M.apply_edits(src, [M.Edit("comment", "x", [], [(1, "// header comment")])], m)
+    old, new = src.decode().split("\n"), text.split("\n")
+    fd = diff(old, new)
+    assert D.anchor_ok(m, key, fd, new)
+    return m, text, key, fd
+
+
+def test_the_deletion_anchor_is_the_diffs_deletion_point_and_is_inside_every_slice():
+    for op in ("null_guard", "missing_break"):
+        m, text, key, fd = _anchor_mr(op)
+        assert key == m.line + 1 and key not in fd.added and key in fd.deleted and key in fd.changed
+        ix = FileIndex(text)
+        sl = {a: [s for s in slice_mr(ix, fd.changed, a) if key in s] for a in SLICERS}
+        assert all(len(v) == 1 for v in sl.values()), sl
+        od, lf, ff = (set(sl[a][0]) for a in ("original_diff", "left_flow", "full_flow"))
+        assert key in od and od <= lf <= ff and lf <= set(sl["parent_function"][0])
+        if op == "null_guard":   # the anchor `int k = 0;`: a statement
+            assert text.split("\n")[key - 1].strip() == "int k = 0;"
+        else:                    # the anchor is the `}` left by the deleted break: it belongs to its `if`
+            assert text.split("\n")[key - 1].strip() == "}" and key - 2 in lf   # the `if (s[i] == 0) {` header
+
+
+def test_kbi_on_a_deletion_is_matched_at_its_anchor_only():
+    from icml25.studies.code_review import baselines as B
+
+    m, text, key, fd = _anchor_mr("null_guard")
+    mr = {"id": "x", "key_line": key, "fd": fd, "text": text}
+    assert key in B.all_added(mr) and key not in fd.added          # the max-recall baseline flags the anchor
+    far = [key + 3, 1]                                             # another line of the MR, the header comment
+    got = lambda lines: RM.score([{"key_line": key, "comments": [{"line": ln} for ln in lines]}])["kbi"]
+    assert got([key]) == 100 and got([key - 1]) == 100             # the anchor, and the line above it (tol 1)
+    assert got(far) == 0 and got(fd.added) == 0                    # same file, other lines: no recall
+
+
+def test_reviewer_target_names_the_deletion_anchor_with_its_unchanged_mark():
+    from icml25.studies.code_review import pipeline as P
+
+    m, text, key, fd = _anchor_mr("null_guard")
+    mr = {"id": "x", "key_line": key, "fd": fd, "text": text, "category": m.category, "split": "train"}
+    (snip,) = [s for s in P.snippets(mr, "left_flow", "inline", len, 4000) if key in s.shown]
+    assert key in snip.changed and key not in snip.added
+    assert f"-3|    if (!s) {{" in snip.text and f" {key}|    int k = 0;" in snip.text
+    assert P.review_target(snip, mr, random.Random(0)).startswith(f" {key}|security|")
+
+
+EDIT_SRC = b"""int g(int a, int* out)
+{
+    int b = a * 2;
+    int c = a + 1;
+    c = c + b;
+    int* p = out;
+    if (a > b && c != 0) {
+        *p = c;
+    }
+    return b;
+}
+"""
+
+
+def test_extract_temporary_and_add_const_goldens():
+    from icml25.studies.code_review import cxx
+    from icml25.studies.code_review import data_mutants as M
+
+    (fn,) = cxx.functions(cxx.parse(EDIT_SRC))
+    ex, co = M.extract_temp_edit(EDIT_SRC, fn), M.add_const_edit(EDIT_SRC, fn)
+    new = M.apply_edits(EDIT_SRC, [ex])[0].split("\n")
+    assert new[6:8] == ["    const bool cond(a > b && c != 0);", "    if (cond) {"]
+    assert M.apply_edits(EDIT_SRC, [co])[0].split("\n")[2] == "    int const b = a * 2;"   # c is written: not c
+    ptr = EDIT_SRC.replace(b"int b = a * 2;", b"int b = a;").replace(b"    int const", b"")
+    # b written later: the next candidate is the pointer p (never reassigned): `int* const p`
+    fn2 = cxx.functions(cxx.parse(ptr.replace(b"return b;", b"b = 1;\n    return b;")))[0]
+    co2 = M.add_const_edit(ptr.replace(b"return b;", b"b = 1;\n    return b;"), fn2)
+    assert co2.info["name"] == "p"
+    assert "int* const p = out;" in M.apply_edits(ptr.replace(b"return b;", b"b = 1;\n    return b;"), [co2])[0]
+
+
+def test_benign_refactors_keep_minilib_passing_and_an_mr_keeps_its_key_line(minilib):
+    from icml25.studies.code_review import data_corpus as C
+    from icml25.studies.code_review import data_mrs as D
+    from icml25.studies.code_review import data_mutants as M
+
+    cfg, _, out, _ = minilib
+    s = C.spec(cfg)
+    lib = (out / "corpus" / s["lib"]).read_text()
+    src = lib.encode()
+    cands = M.refactor_edits(src)
+    kinds = [e.kind for es in cands.values() for e in es]
+    assert "extract_temp" in kinds and "add_const" in kinds
+    h = C.Harness(out / "corpus", s)
+    try:
+        every = M.apply_edits(src, [e for es in cands.values() for e in es])[0]
+        assert every != lib
+        o = h.run(every)
+        assert o.compiled and (o.passed, o.failed) == (s["pristine_pass"], 0)
+        # each deletion mutant of minilib, as an MR with every kind of benign edit: compiles, fails every run
+        funcs = M.function_table(src)
+        for m in [m for m in M.mutants(src) if m.deletion]:
+            for seed in range(4):
+                text, key, edits = M.synthesize(src, m, funcs, random.Random(seed), (4, 6), cands)
+                new = text.split("\n")
+                assert D.anchor_ok(m, key, diff(lib.split("\n"), new), new), (m.op, seed)
+            o = h.run(text)
+            assert o.compiled and o.killed(s["pristine_pass"]) and not o.unstable, (m.op, o)
+    finally:
+        h.close()

@@ -47,11 +47,17 @@ def functions(tree) -> list:
     return out
 
 
+def function_declarator(fn):
+    """The `function_declarator` of a function definition (under its pointer / reference declarators), or None."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
 def function_name(fn) -> str:
     """The declarator's name, qualified as written (`XMLElement::Attribute`), operators included."""
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type not in ("function_declarator",):
-        d = d.child_by_field_name("declarator")
+    d = function_declarator(fn)
     if d is None:
         return "?"
     name = d.child_by_field_name("declarator")

@@ -34,17 +34,22 @@ def download(cfg: dict, raw_dir: Path) -> None:
 
 def parse_patch(text: str) -> dict[str, list[list[str]]]:
     """{file: [hunk lines, ...]} of a git-format patch."""
-    files, cur, hunk = {}, None, None
+    files, cur, hunk, left = {}, None, None, [0, 0]
     for row in text.split("\n"):
         if row.startswith("+++ "):
             name = row[4:].strip()
             cur = name[2:] if name.startswith("b/") else name
             files[cur] = []
-        elif row.startswith("@@") and cur is not None:
+        elif row.startswith("@@") and cur is not None and (m := HUNK_RE.match(row)):
             hunk = [row]
             files[cur].append(hunk)
-        elif hunk is not None and cur is not None and row[:1] in (" ", "+", "-") and not row.startswith("--- "):
+            left = [int(m[2] if m[2] is not None else 1), int(m[4] if m[4] is not None else 1)]
+        elif hunk is not None and cur is not None and row[:1] in (" ", "+", "-") and any(left):
+            # a hunk ends when its header's old / new line counts are used up (the `--` signature after it
+            # is no deleted line)
             hunk.append(row)
+            left[0] -= row[:1] in (" ", "-")
+            left[1] -= row[:1] in (" ", "+")
         elif row.startswith("-- ") or row.startswith("diff --git"):
             hunk = None
     return files
@@ -94,9 +99,8 @@ def build(cfg: dict, raw_dir: Path, out_dir: Path) -> dict:
             lines, fd = to_mr(hunks)
             if not fd.added and not fd.deleted:
                 continue
+            # a pure deletion: the key line is its deletion anchor, as for the mutants (data_mutants)
             key = fd.added[0] if fd.added else min(fd.deleted)
-            if not fd.added:   # a pure deletion: comment on the line where the code went missing
-                fd.added = [key]
             mid = f"{project}-{num}"
             (out_dir / "mrs").mkdir(parents=True, exist_ok=True)
             (out_dir / "mrs" / f"{mid}.cpp").write_text("\n".join(lines))

@@ -34,7 +34,7 @@ SOURCES = {
     },
     "minilib": {
         "kind": "bundled", "lib": "minilib.cpp", "header": "minilib.h", "driver": "minitest.cpp", "extra": [],
-        "pristine_pass": 20,
+        "pristine_pass": 22,
     },
     "bugscpp": {"kind": "bugscpp"},   # full scale: data_bugscpp.py
 }

@@ -11,6 +11,12 @@ class FileDiff:
     deleted: dict[int, list[tuple[int, str]]] = field(default_factory=dict)  # anchor new line -> [(old line, text)]
     hunks: list[tuple[int, int]] = field(default_factory=list)     # new-file line ranges (inclusive) of hunks
 
+    @property
+    def changed(self) -> list[int]:
+        """The lines a reviewer can comment on as changed: added lines and deletion anchors (the new-file
+        line now standing where deleted lines were; for a replacement that is its first added line)."""
+        return sorted(set(self.added) | set(self.deleted))
+
     def to_json(self):
         return {"added": self.added, "deleted": {str(k): v for k, v in self.deleted.items()}, "hunks": self.hunks}
 

@@ -16,7 +16,8 @@ from .slicing import FileIndex, slice_mr
 class Snippet:
     text: str
     shown: list[int]      # new-file lines shown
-    added: list[int]      # changed lines among them
+    added: list[int]      # added lines among them (marked `+`)
+    changed: list[int]    # added lines and deletion anchors among them (where a key bug can be)
 
 
 def slices(mr: dict, algo: str, index: FileIndex | None = None) -> list[list[int]]:
@@ -24,7 +25,7 @@ def slices(mr: dict, algo: str, index: FileIndex | None = None) -> list[list[int
     if algo == "hunk":   # the raw diff: each hunk with difflib's 3 lines of context
         return [list(range(a, b + 1)) for a, b in fd.hunks]
     index = index or FileIndex(mr["text"])
-    return slice_mr(index, fd.added, algo)
+    return slice_mr(index, fd.changed, algo)   # deletion anchors seed slices like added lines
 
 
 def fit_lines(lines: list[int], added: set[int], cost, budget: int) -> list[int]:
@@ -45,7 +46,7 @@ def fit_lines(lines: list[int], added: set[int], cost, budget: int) -> list[int]
 def snippets(mr: dict, algo: str, mode: str, n_tokens, budget: int, index=None) -> list[Snippet]:
     new_lines = mr["text"].split("\n")
     fd = mr["fd"]
-    added = set(fd.added)
+    added, changed = set(fd.added), set(fd.changed)
 
     def cost(ln):
         row = lineformat.render(new_lines, [ln], fd, mode)
@@ -53,8 +54,9 @@ def snippets(mr: dict, algo: str, mode: str, n_tokens, budget: int, index=None) 
 
     out = []
     for s in slices(mr, algo, index):
-        shown = fit_lines(s, added, cost, budget)
-        out.append(Snippet(lineformat.render(new_lines, shown, fd, mode), shown, sorted(added & set(shown))))
+        shown = fit_lines(s, changed, cost, budget)
+        out.append(Snippet(lineformat.render(new_lines, shown, fd, mode), shown, sorted(added & set(shown)),
+                           sorted(changed & set(shown))))
     return out
 
 
@@ -66,10 +68,14 @@ def _scores(rng, good: bool) -> tuple[int, int, int]:
     return rng.randint(1, 4), rng.randint(2, 5), rng.randint(1, 3)
 
 
+def _mark(snip: Snippet, line: int) -> str:
+    return "+" if line in snip.added else " "   # a deletion anchor is an unchanged line under `-` rows
+
+
 def review_target(snip: Snippet, mr: dict, rng: random.Random) -> str:
     rows = []
-    if mr["key_line"] in snip.added:
-        rows.append(R.comment(mr["key_line"], "+", mr["category"], _scores(rng, True)))
+    if mr["key_line"] in snip.changed:
+        rows.append(R.comment(mr["key_line"], _mark(snip, mr["key_line"]), mr["category"], _scores(rng, True)))
     benign = [ln for ln in snip.added if ln != mr["key_line"]]
     if benign and rng.random() < 0.5:
         rows.append(R.comment(rng.choice(benign), "+", "style", _scores(rng, False)))
@@ -91,17 +97,17 @@ def training_examples(mrs: list[dict], algos, modes, n_tokens, budget, seed) -> 
                         continue
                     # validator examples: the key bug (real), a benign changed line, an unchanged line (fake)
                     cands = []
-                    if mr["key_line"] in snip.added:
+                    if mr["key_line"] in snip.changed:
                         cands.append((mr["key_line"], mr["category"], True))
                     benign = [ln for ln in snip.added if ln != mr["key_line"]]
                     if benign:
                         cands.append((rng.choice(benign), "style", False))
-                    rest = [ln for ln in snip.shown if ln not in snip.added]
+                    rest = [ln for ln in snip.shown if ln not in snip.changed]
                     if rest:
                         cands.append((rng.choice(rest), rng.choice(["logic", "security"]), False))
                     for ln, cat, good in cands:
                         q = _scores(rng, good)
-                        mark = "+" if ln in snip.added else " "
+                        mark = _mark(snip, ln)
                         out.append((R.validate_prompt(snip.text, ln, cat, mark), f"{q[0]} {q[1]} {q[2]}\n<|end|>"))
     return out
 

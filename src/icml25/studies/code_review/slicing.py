@@ -13,6 +13,8 @@ parameters; comments are units with no reads or writes. Def-use is name-based an
   no L-value (a condition, a return, a call) traces the names it reads.
 * FullFlow(d): LeftFlow(d) plus the forward trace (later units reading the L- or R-values of d) and the
   signatures of the callees (of d and of those later units) defined in the file.
+The changed lines are the added lines and the deletion anchors (the line now standing where deleted lines
+were, `FileDiff.changed`), so a deleted statement is sliced from the statement that took its place.
 The MR driver (`slice_mr`) seeds a slice with the first diff unit not yet covered, expands it with the
 algorithm and absorbs every other diff unit that falls inside, expanding those too (GenerateNewSlice).
 """
@@ -41,6 +43,7 @@ class Unit:
     declares: set = field(default_factory=set)
     headers: list = field(default_factory=list)   # indices of enclosing control-header units
     func: int = -1
+    stmt_last: int = 0                            # control units: the last line of the whole statement
 
     @property
     def lines(self) -> set[int]:
@@ -161,7 +164,7 @@ class FileIndex:
                 self.units.append(u)
             elif c.type in CONTROL:
                 h0, h1 = _header_span(c)
-                u = Unit(h0, h1, c.type, func=fi, headers=list(headers))
+                u = Unit(h0, h1, c.type, func=fi, headers=list(headers), stmt_last=c.end_point[0] + 1)
                 for f in ("initializer", "condition", "update", "declarator", "right", "value"):
                     part = c.child_by_field_name(f)
                     if part is not None:
@@ -199,11 +202,18 @@ class FileIndex:
         return best
 
     def unit_at(self, line: int) -> int | None:
-        """The innermost unit containing `line` (the shortest span)."""
+        """The innermost unit containing `line` (the shortest span); a line in no unit (a closing brace, where
+        a deletion anchor can fall when a block's last statement was deleted) belongs to the innermost control
+        statement whose whole span contains it."""
         best = None
         for i, u in enumerate(self.units):
             if u.first <= line <= u.last and (best is None or u.last - u.first < self.units[best].last - self.units[best].first):
                 best = i
+        if best is None:
+            for i, u in enumerate(self.units):
+                if u.stmt_last and u.first <= line <= u.stmt_last and (
+                        best is None or u.first >= self.units[best].first):
+                    best = i
         return best
 
     def _with_headers(self, idx: set) -> set:

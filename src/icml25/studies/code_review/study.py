@@ -32,8 +32,9 @@ METHODS = {
     "original_diff": Method("original_diff", "OriginalDiff (same pipeline)", False, "diff statements + declarations"),
     "standard_llm": Method("standard_llm", "standard LLM analogue (1 reviewer, raw diff, no filter)", False,
                            "one reviewer sample on each diff hunk, every comment kept"),
-    "all_added": Method("all_added", "flag every added line", False, "maximum-recall baseline"),
-    "random_line": Method("random_line", "one random added line", False, "chance baseline"),
+    "all_added": Method("all_added", "flag every changed line", False,
+                        "maximum-recall baseline (added lines and deletion anchors)"),
+    "random_line": Method("random_line", "one random changed line", False, "chance baseline"),
     "cppcheck": Method("cppcheck", "Cppcheck on changed lines", False, "cppcheck --enable=warning,style"),
 }
 METRICS = {
