@@ -19,10 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import placement as P
+
 
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     a = t.float()[:, None] * freqs[None]
     return torch.cat([torch.sin(a), torch.cos(a)], dim=1)
 
@@ -77,13 +79,14 @@ def prep_cond(z: torch.Tensor) -> torch.Tensor:
     return F.normalize(z, dim=-1)
 
 
-def train_decoder(cfg: dict, images: np.ndarray, feats: np.ndarray, seed: int):
-    """Fit eps_theta on (image in [-1, 1], normalised feature) pairs; returns (model, loss curve)."""
+def train_decoder(cfg: dict, images: np.ndarray, feats: np.ndarray, seed: int, device="cpu"):
+    """Fit eps_theta on (image in [-1, 1], normalised feature) pairs on `device`; returns (model, loss curve).
+    Pairs, noise, timesteps and condition dropout are drawn on the host (the same on every device), then moved."""
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     x = torch.from_numpy(images).float() * 2 - 1
     c = prep_cond(torch.from_numpy(feats).float())
-    model = Denoiser(int(np.prod(x.shape[1:])), c.shape[1], int(cfg["width"]), int(cfg["depth"]))
+    model = P.place(Denoiser(int(np.prod(x.shape[1:])), c.shape[1], int(cfg["width"]), int(cfg["depth"])), device)
     sched, _ = schedulers(cfg)
     steps, bs = int(cfg["steps"]), int(cfg["batch"])
     opt = torch.optim.AdamW(model.parameters(), lr=float(cfg["lr"]), weight_decay=0.0)
@@ -98,6 +101,7 @@ def train_decoder(cfg: dict, images: np.ndarray, feats: np.ndarray, seed: int):
         noise = torch.randn(x0.shape, generator=g)
         t = torch.randint(0, T, (bs,), generator=g)
         drop = torch.rand(bs, generator=g) < float(cfg["p_uncond"])
+        x0, cz, noise, t, drop = (P.place(v, device) for v in (x0, cz, noise, t, drop))
         xt = sched.add_noise(x0, noise, t)
         target = x0 if sched.config.prediction_type == "sample" else noise
         loss = F.mse_loss(model(xt, t, cz, drop), target)
@@ -142,10 +146,12 @@ def ddim_step(schedule: dict, model_output: torch.Tensor, t: int, x: torch.Tenso
 
 
 class DiffusionDecoder:
-    """`decode(features, seed)`: DDIM with classifier-free guidance, images in [0, 1]."""
+    """`decode(features, seed)`: DDIM with classifier-free guidance, images in [0, 1] on the host. The model
+    runs on `device` (where it is placed); the starting noise is drawn on the host."""
 
-    def __init__(self, model: Denoiser, cfg: dict, shape: tuple[int, ...], schedule: dict | None = None):
-        self.model, self.cfg, self.shape = model, cfg, tuple(shape)
+    def __init__(self, model: Denoiser, cfg: dict, shape: tuple[int, ...], schedule: dict | None = None,
+                 device="cpu"):
+        self.model, self.cfg, self.shape, self.device = model, cfg, tuple(shape), device
         self.schedule = schedule or ddim_schedule(cfg)
 
     @torch.no_grad()
@@ -157,15 +163,15 @@ class DiffusionDecoder:
         for i in range(0, len(c_all), batch):
             c = c_all[i:i + batch]
             n = len(c)
-            x = torch.randn((n, *self.shape), generator=g)
-            cc = torch.cat([c, c])
-            drop = torch.cat([torch.zeros(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool)])
+            x = P.place(torch.randn((n, *self.shape), generator=g), self.device)
+            cc = P.place(torch.cat([c, c]), self.device)
+            drop = P.place(torch.cat([torch.zeros(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool)]), self.device)
             for t in self.schedule["timesteps"]:
-                tt = torch.full((2 * n,), int(t), dtype=torch.long)
+                tt = torch.full((2 * n,), int(t), dtype=torch.long, device=x.device)
                 eps = self.model(torch.cat([x, x]), tt, cc, drop)
                 e_c, e_u = eps[:n], eps[n:]
                 x = ddim_step(self.schedule, e_c + w * (e_c - e_u), int(t), x)
-            out.append(((x.clamp(-1, 1) + 1) / 2).numpy())
+            out.append(((x.clamp(-1, 1) + 1) / 2).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, *self.shape), np.float32)
 
 
@@ -173,31 +179,34 @@ def save_decoder(path, model: Denoiser, cfg: dict) -> None:
     import json
     from pathlib import Path
 
-    torch.save(model.state_dict(), path)
+    torch.save(P.host_state(model), path)
     Path(path).with_suffix(".ddim.json").write_text(json.dumps(ddim_schedule(cfg)))
 
 
-def load_decoder(path, cfg: dict, shape, cond_dim: int) -> DiffusionDecoder:
+def load_decoder(path, cfg: dict, shape, cond_dim: int, device="cpu") -> DiffusionDecoder:
     import json
     from pathlib import Path
 
     model = Denoiser(int(np.prod(shape)), cond_dim, int(cfg["width"]), int(cfg["depth"]))
-    model.load_state_dict(torch.load(path, weights_only=True))
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    model = P.place(model, device)
     model.eval()
-    return DiffusionDecoder(model, cfg, shape, json.loads(Path(path).with_suffix(".ddim.json").read_text()))
+    return DiffusionDecoder(model, cfg, shape, json.loads(Path(path).with_suffix(".ddim.json").read_text()), device)
 
 
 class StableDiffusionDecoder:
     """Full scale: Stable Diffusion v1.4 (`model` = a hub id or a local `save_pretrained` directory) with
     the OOD feature in place of the class-name token embedding of "A high-quality photo of a <class>"
-    (Dream-OOD's prompt), rescaled to the anchor's norm. Not exercised at mini (no weights offline)."""
+    (Dream-OOD's prompt), rescaled to the anchor's norm. Not exercised at mini (no weights offline).
+    The pipeline runs on `device` (default: CUDA when available); its latent noise comes from a host
+    generator, so a seed gives the same draws on every device."""
 
     def __init__(self, model: str, prompt: str = "A high-quality photo of a {}", steps: int = 50,
                  guidance: float = 7.5, size: int = 512, device: str | None = None):
         from diffusers import StableDiffusionPipeline
 
         self.pipe = StableDiffusionPipeline.from_pretrained(model, safety_checker=None)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.pipe.to(self.device)
         self.prompt, self.steps, self.guidance, self.size = prompt, steps, guidance, size
 
@@ -214,7 +223,7 @@ class StableDiffusionDecoder:
         ids = tok(text, padding="max_length", max_length=tok.model_max_length, return_tensors="pt").input_ids
         pos = int((ids[0] == tok(placeholder, add_special_tokens=False).input_ids[0]).nonzero()[0, 0])
         images = []
-        g = torch.Generator(self.device).manual_seed(int(seed))
+        g = torch.Generator().manual_seed(int(seed))
         for f in np.asarray(feats):
             hidden = _encode_with_token(enc, ids.to(self.device), pos, torch.as_tensor(f, device=self.device))
             img = self.pipe(prompt_embeds=hidden, num_inference_steps=self.steps, guidance_scale=self.guidance,

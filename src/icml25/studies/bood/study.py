@@ -69,6 +69,10 @@ PAPER_AVG = {"bood": (10.67, 97.42), "dream_ood": (40.31, 90.15)}
 
 
 def validate(cfg: dict) -> None:
+    from .placement import CHOICES
+
+    if str(cfg.get("device", "cpu")) not in CHOICES:
+        raise UserError(f"bood: device must be one of {', '.join(CHOICES)}, got {cfg.get('device')!r}")
     b = cfg["bood"]
     if not 0 < float(b["r"]) <= 1:
         raise UserError(f"bood: bood.r (pruning rate) must be in (0, 1], got {b['r']}")
@@ -107,13 +111,15 @@ def load_anchors(path: Path):
     return np.load(path).astype(np.float32)
 
 
-def sd_decoder(dcfg: dict):
+def sd_decoder(dcfg: dict, device):
     """SD v1.4 as the config names it: `sd_size` px (512, its native size; the images are resized to the
-    data's resolution after decoding), `sd_steps` sampling steps, `sd_guidance` classifier-free guidance."""
+    data's resolution after decoding), `sd_steps` sampling steps, `sd_guidance` classifier-free guidance,
+    on `device`."""
     from . import decoder as Dec
 
     return Dec.StableDiffusionDecoder(dcfg["model"], steps=int(dcfg.get("sd_steps", 50)),
-                                      guidance=float(dcfg.get("sd_guidance", 7.5)), size=int(dcfg.get("sd_size", 512)))
+                                      guidance=float(dcfg.get("sd_guidance", 7.5)), size=int(dcfg.get("sd_size", 512)),
+                                      device=device)
 
 
 def _to_size(imgs, shape):
@@ -131,8 +137,10 @@ def fit_base(cfg, data_dir, out_dir):
 
     from . import data as D, decoder as Dec, training as T
     from .models import cosine_logits
+    from .placement import device_of, host_state
 
     seed = int(cfg.get("base_seed", 0))
+    dev = device_of(cfg)
     x, y = D.load(data_dir, "train")
     xt, yt = D.load(data_dir, "test")
     lat = cfg["latent"]
@@ -141,33 +149,33 @@ def fit_base(cfg, data_dir, out_dir):
         np.save(out_dir / "anchors.npy", (a / np.linalg.norm(a, axis=1, keepdims=True)).astype(np.float32))
     else:  # full: the token embeddings of the class names from SD's text encoder (a hub id or a local dir)
         names = read_json(data_dir / "classes.json")
-        np.save(out_dir / "anchors.npy", Dec.StableDiffusionDecoder(lat["anchors"]).token_embeddings(names))
+        np.save(out_dir / "anchors.npy", Dec.StableDiffusionDecoder(lat["anchors"], device=dev).token_embeddings(names))
     lazy = not isinstance(x, np.ndarray)  # a split stored by the image-folder source (read in batches)
     anchors = load_anchors(out_dir / "anchors.npy")
     enc, _ = T.train_encoder(cfg, x, y, anchors, seed)
-    torch.save(enc.state_dict(), out_dir / "encoder.pt")
-    z, zt = T.encode(enc, x), T.encode(enc, xt)
+    torch.save(host_state(enc), out_dir / "encoder.pt")
+    z, zt = T.encode(enc, x, dev), T.encode(enc, xt, dev)
     np.save(out_dir / "z_train.npy", z)
     enc_acc = float((cosine_logits(torch.from_numpy(zt), torch.from_numpy(anchors), float(lat["tau"]))
                      .argmax(1).numpy() == yt).mean() * 100)
     indep_cfg = {**cfg, "classifier": cfg["independent"]}
     indep, _, _ = T.train_classifier(indep_cfg, x, y, seed + 1000)
-    torch.save(indep.state_dict(), out_dir / "independent.pt")
+    torch.save(host_state(indep), out_dir / "independent.pt")
     if cfg["decoder"].get("kind", "diffusion_ae") == "sd":  # full: SD v1.4 is used as it is, not trained
-        dec, curve = sd_decoder(cfg["decoder"]), []
+        dec, curve = sd_decoder(cfg["decoder"], dev), []
     else:
         # the mini diffusion autoencoder trains on the whole split in memory: meant for small images only
-        model, curve = Dec.train_decoder(cfg["decoder"], x[np.arange(len(x))] if lazy else x, z, seed)
+        model, curve = Dec.train_decoder(cfg["decoder"], x[np.arange(len(x))] if lazy else x, z, seed, dev)
         Dec.save_decoder(out_dir / "decoder.pt", model, cfg["decoder"])
-        dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:])
+        dec = Dec.DiffusionDecoder(model, cfg["decoder"], x.shape[1:], device=dev)
     n = min(len(xt), int(cfg["decoder"]["n_check"]))
     rec = _to_size(dec.decode(zt[:n], seed + 7), xt.shape[1:])  # SD decodes at its own size: compare at the data's
     xn = xt[:n]
     psnr = float(np.mean(10 * np.log10(1.0 / np.maximum(((rec - xn) ** 2).mean(axis=(1, 2, 3)), 1e-10))))
-    lg = T.logits_of(indep, rec)
+    lg = T.logits_of(indep, rec, dev)
     write_json(out_dir / "report.json", {
         "encoder_acc": enc_acc,
-        "indep_acc": float((T.logits_of(indep, xt).argmax(1).numpy() == yt).mean() * 100),
+        "indep_acc": float((T.logits_of(indep, xt, dev).argmax(1).numpy() == yt).mean() * 100),
         "decoder_psnr": psnr,
         "recon_acc": float((lg.argmax(1).numpy() == yt[:n]).mean() * 100),
         "indep_conf_id_decoded": float(torch.softmax(lg, 1).max(1).values.mean()),
@@ -182,21 +190,24 @@ def _load_base(cfg, base_dir: Path, shape):
 
     from . import decoder as Dec
     from .models import make_net
+    from .placement import device_of, place
 
+    dev = device_of(cfg)
     anchors = load_anchors(base_dir / "anchors.npy")
     z = np.load(base_dir / "z_train.npy")
     if cfg["decoder"].get("kind", "diffusion_ae") == "sd":
-        dec = sd_decoder(cfg["decoder"])
+        dec = sd_decoder(cfg["decoder"], dev)
     else:
-        dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1])
+        dec = Dec.load_decoder(base_dir / "decoder.pt", cfg["decoder"], shape, z.shape[1], dev)
     ic = cfg["independent"]
     indep = make_net(ic, shape[0], shape[-1], len(anchors))
-    indep.load_state_dict(torch.load(base_dir / "independent.pt", weights_only=True))
+    indep.load_state_dict(torch.load(base_dir / "independent.pt", map_location="cpu", weights_only=True))
+    indep = place(indep, dev)
     indep.eval()
     return anchors, z, dec, indep
 
 
-def _decode_to_store(dec, zo, seed, shape, run_dir, indep, chunk: int = 256):
+def _decode_to_store(dec, zo, seed, shape, run_dir, indep, dev, chunk: int = 256):
     """Decode the outlier features a chunk at a time into a uint8 store in the run directory (at full scale
     100k images do not fit in memory); returns (lazy outliers, the judge's mean max-softmax on them).
     Each chunk has its own sampling seed."""
@@ -210,7 +221,7 @@ def _decode_to_store(dec, zo, seed, shape, run_dir, indep, chunk: int = 256):
     for k, i in enumerate(range(0, len(zo), chunk)):
         imgs = _to_size(dec.decode(zo[i:i + chunk], seed + k), shape)
         w.images[i:i + len(imgs)] = np.clip(np.rint(imgs * 255.0), 0, 255).astype(np.uint8)
-        conf.append(torch.softmax(T.logits_of(indep, imgs), 1).max(1).values)
+        conf.append(torch.softmax(T.logits_of(indep, imgs, dev), 1).max(1).values)
     w.close()
     return ImageStore(run_dir, "outliers"), float(torch.cat(conf).mean())
 
@@ -222,7 +233,9 @@ def synthesise(cfg, method, seed, x, y, base_dir, run_dir=None):
     import torch
 
     from . import synthesis as S, training as T
+    from .placement import device_of
 
+    dev = device_of(cfg)
     anchors, z, dec, indep = _load_base(cfg, base_dir, x.shape[1:])
     rng = np.random.default_rng([seed, 17])
     n_out = int(cfg["synth"]["n_outliers"])
@@ -249,9 +262,9 @@ def synthesise(cfg, method, seed, x, y, base_dir, run_dir=None):
     if isinstance(x, np.ndarray):
         # SD decodes at 512px: the classifier trains at the data's resolution
         imgs = _to_size(dec.decode(zo, seed * 1000 + 3), x.shape[1:])
-        conf = float(torch.softmax(T.logits_of(indep, imgs), 1).max(1).values.mean())
+        conf = float(torch.softmax(T.logits_of(indep, imgs, dev), 1).max(1).values.mean())
     else:
-        imgs, conf = _decode_to_store(dec, zo, seed * 1000 + 3, x.shape[1:], run_dir, indep)
+        imgs, conf = _decode_to_store(dec, zo, seed * 1000 + 3, x.shape[1:], run_dir, indep, dev)
     rows += [{"setting": "synth", "metric": "cross_frac", "value": float((pred.numpy() != src).mean())},
              {"setting": "synth", "metric": "indep_conf_ood", "value": conf},
              {"setting": "synth", "metric": "n_outliers", "value": float(len(imgs))}]
@@ -268,6 +281,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir):
     import torch
 
     from . import data as D, training as T
+    from .placement import host_state
 
     cfg = _cfg_for(cfg, method)
     x, y = D.load(data_dir, "train")
@@ -279,7 +293,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir):
     elif method in ("vos", "npos"):
         reg = method
     net, curve, cpu = T.train_classifier(cfg, x, y, seed, reg, outliers)
-    torch.save(net.state_dict(), run_dir / "model.pt")
+    torch.save(host_state(net), run_dir / "model.pt")
     rows.append({"setting": "train", "metric": "train_cpu_s", "value": cpu})
     return {"metrics": rows, "curves": curve}
 
@@ -291,20 +305,23 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir):
     from . import data as D, training as T
     from .metrics import auroc, fpr_at_95_tpr
     from .models import energy_score, make_net, msp_score
+    from .placement import device_of, place
 
+    dev = device_of(cfg)
     xt, yt = D.load(data_dir, "test")
     c = cfg["classifier"]
     net = make_net(c, xt.shape[1], xt.shape[-1], int(yt.max()) + 1)
-    net.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True))
+    net.load_state_dict(torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True))
+    net = place(net, dev)
     net.eval()
     score = msp_score if method == "msp" else energy_score
-    lg = T.logits_of(net, xt)
+    lg = T.logits_of(net, xt, dev)
     s_in = score(lg).numpy()
     rows = [{"setting": "id", "metric": "acc", "value": float((lg.argmax(1).numpy() == yt).mean() * 100)}]
     f, a = [], []
     for name in cfg["data"]["ood_sets"]:
         xo, _ = D.load(data_dir, f"ood_{name}")
-        s_out = score(T.logits_of(net, xo)).numpy()
+        s_out = score(T.logits_of(net, xo, dev)).numpy()
         f.append(fpr_at_95_tpr(s_in, s_out))
         a.append(auroc(s_in, s_out))
         rows += [{"setting": name, "metric": "fpr95", "value": f[-1]}, {"setting": name, "metric": "auroc", "value": a[-1]}]

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import placement as P
 from .models import Encoder, cosine_logits, make_net
 
 
@@ -63,18 +64,20 @@ def _batches(n, bs, gen):
 def train_encoder(cfg: dict, x: np.ndarray, y: np.ndarray, anchors: np.ndarray, seed: int):
     """Stage 1: encoder h with logits cos(h(x), anchor_c) / tau, cross-entropy; the anchors are fixed."""
     lat = cfg["latent"]
+    dev = P.device_of(cfg)
     torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # batch order drawn on the host: the same on every device
     X, Y = rows_of(x), torch.from_numpy(y)
-    A = torch.from_numpy(anchors).float()
-    enc = Encoder(lat, X.shape[1], X.shape[-1], A.shape[1])
+    A = P.place(torch.from_numpy(anchors).float(), dev)
+    enc = P.place(Encoder(lat, X.shape[1], X.shape[-1], A.shape[1]), dev)
     bs, epochs = int(lat["batch"]), int(lat["epochs"])
     nb = len(_batches(len(X), bs, gen))
     opt, sched = _sgd(enc.parameters(), lat, epochs * nb)
     curve = []
     for ep in range(epochs):
         for idx in _batches(len(X), bs, gen):
-            loss = F.cross_entropy(cosine_logits(enc(X[idx]), A, float(lat["tau"])), Y[idx])
+            xb, yb = P.place(X[idx], dev), P.place(Y[idx], dev)
+            loss = F.cross_entropy(cosine_logits(enc(xb), A, float(lat["tau"])), yb)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -85,15 +88,16 @@ def train_encoder(cfg: dict, x: np.ndarray, y: np.ndarray, anchors: np.ndarray, 
 
 
 @torch.no_grad()
-def encode(enc, x: np.ndarray, bs: int = 1024) -> np.ndarray:
+def encode(enc, x: np.ndarray, device="cpu", bs: int = 1024) -> np.ndarray:
+    """Features of x, a batch at a time on `device` (where enc is), returned on the host."""
     X = rows_of(x)
-    return torch.cat([enc(X[i:i + bs]) for i in range(0, len(X), bs)]).numpy()
+    return torch.cat([enc(P.place(X[i:i + bs], device)).cpu() for i in range(0, len(X), bs)]).numpy()
 
 
 def energy_reg(logits_in, logits_out, head):
     """Dream-OOD's regulariser: logistic regression Linear(1,2) on logsumexp(logits), ID = 1, OOD = 0."""
     e = torch.cat([torch.logsumexp(logits_in, 1), torch.logsumexp(logits_out, 1)])
-    lab = torch.cat([torch.ones(len(logits_in)), torch.zeros(len(logits_out))]).long()
+    lab = torch.cat([torch.ones(len(logits_in), device=e.device), torch.zeros(len(logits_out), device=e.device)]).long()
     return F.cross_entropy(head(e[:, None]), lab)
 
 
@@ -129,21 +133,24 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
     from .synthesis import npos_outliers
 
     c = cfg["classifier"]
+    dev = P.device_of(cfg)
     torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # batches and outlier draws on the host: the same on every device
     X, Y = rows_of(x), torch.from_numpy(y)
     n_cls = int(Y.max()) + 1
-    net = make_net(c, X.shape[1], X.shape[-1], n_cls)
-    head = torch.nn.Linear(1, 2)
+    net = P.place(make_net(c, X.shape[1], X.shape[-1], n_cls), dev)
+    head = P.place(torch.nn.Linear(1, 2), dev)
     params = list(net.parameters()) + list(head.parameters())
     vos = None
     if reg == "vos":
         V = cfg["vos"]
         we = torch.nn.Linear(n_cls, 1)
         torch.nn.init.uniform_(we.weight)
-        vos = _vos_loss_class()(logistic_regression=head, weights_energy=we, fc=net.fc,
-                                alpha=float(V["weight"]), sample_number=int(V["sample_number"]),
-                                select=int(V["select"]), sample_from=int(V["sample_from"]))
+        we = P.place(we, dev)
+        # its class queues are buffers: placed with the loss
+        vos = P.place(_vos_loss_class()(logistic_regression=head, weights_energy=we, fc=net.fc,
+                                        alpha=float(V["weight"]), sample_number=int(V["sample_number"]),
+                                        select=int(V["select"]), sample_from=int(V["sample_from"])), dev)
         params = list(net.parameters()) + list(head.parameters()) + list(we.parameters())
     bs, epochs = int(c["batch"]), int(c["epochs"])
     nb = len(_batches(len(X), bs, gen))
@@ -157,10 +164,10 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
     for ep in range(epochs):
         net.train()
         for idx in _batches(len(X), bs, gen):
-            xb, yb = X[idx], Y[idx]
+            xb, yb = P.place(X[idx], dev), P.place(Y[idx], dev)
             on = ep >= start
             if reg == "images" and O is not None and on:
-                ob = O[torch.randint(0, len(O), (int(c["ood_batch"]),), generator=gen)]
+                ob = P.place(O[torch.randint(0, len(O), (int(c["ood_batch"]),), generator=gen)], dev)
                 logits = net(torch.cat([xb, ob]))
                 li, lo = logits[: len(xb)], logits[len(xb):]
                 loss = F.cross_entropy(li, yb) + beta * energy_reg(li, lo, head)
@@ -192,6 +199,9 @@ def train_classifier(cfg: dict, x: np.ndarray, y: np.ndarray, seed: int, reg: st
 
 
 @torch.no_grad()
-def logits_of(net, x: np.ndarray, bs: int = 1024) -> torch.Tensor:
+def logits_of(net, x: np.ndarray, device="cpu", bs: int = 1024) -> torch.Tensor:
+    """Logits of x, a batch at a time on `device` (where net is), returned on the host."""
     X = rows_of(np.ascontiguousarray(x, dtype=np.float32) if isinstance(x, np.ndarray) else x)
-    return torch.cat([net(X[i:i + bs]) for i in range(0, len(X), bs)]) if len(X) else torch.zeros(0, 1)
+    if not len(X):
+        return torch.zeros(0, 1)
+    return torch.cat([net(P.place(X[i:i + bs], device)).cpu() for i in range(0, len(X), bs)])
