@@ -175,3 +175,30 @@ def test_longest_common_run_detects_a_copied_span():
     assert S.max_overlap([[0, 1, 2, 0]], real) == 2
     planted = [99, 5, 6, 7, 8, 9, 10, 11, 12, 98]   # an 8-token copy
     assert S.max_overlap([[0], planted], real) == 8
+
+
+def test_max_overlap_equals_the_pairwise_dynamic_programme():
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        syn = [list(rng.integers(0, 4, rng.integers(0, 12))) for _ in range(rng.integers(1, 5))]
+        real = [list(rng.integers(0, 4, rng.integers(0, 12))) for _ in range(rng.integers(1, 5))]
+        want = max((S.longest_common_run(s, r) for s in syn for r in real), default=0)
+        assert S.max_overlap(syn, real) == want
+
+
+def test_admm_reuses_the_last_projection_only_when_it_is_the_best_x(tiny, monkeypatch):
+    """The final projection is skipped exactly when best x is the last x; the result equals a fresh one."""
+    model, tok, task, banned = tiny
+    seqs = [task.encode(t, 8) for t in TEXTS[:4]]
+    cfg = {"outer": 2, "inner": 2, "rho": 0.1, "lr": 0.008, "lr_decay": 0.9, "topk": 5, "grad_clip": 1.0,
+           "init_candidates": 2, "init_size": 1.0}
+    m = _matcher(tiny, seqs)
+    calls = []
+    real_project = m.project
+    monkeypatch.setattr(m, "project", lambda v, k, lm_guided=True: calls.append(1) or real_project(v, k, lm_guided))
+    res = A.run_admm(m, 2, 2, 6, cfg, torch.Generator().manual_seed(0), trace=True)
+    fresh = real_project(res["trace"][-1]["x"].reshape(4, 6, -1), 5).view(2, 2, 6)
+    assert len(calls) in (1 + 2 * 2, 1 + 2 * 2 + 1)
+    if len(calls) == 1 + 2 * 2:  # reused: the last x was the best, and its projection is the answer
+        assert torch.equal(res["ids"], fresh)
+    assert res["final_cos"] == pytest.approx(float((1 - m.rec_loss_ids(res["ids"])).mean()), abs=0)

@@ -31,10 +31,12 @@ class Matcher:
         self.label_id = int(label_id)
         self.E = model.get_input_embeddings().weight.detach()
         self.En = self.E / self.E.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        self.banned = torch.as_tensor(np.asarray(banned[: self.E.shape[0]], dtype=bool))
+        self.device = self.E.device
+        banned = np.asarray(banned[: self.E.shape[0]], dtype=bool)
         if len(banned) < self.E.shape[0]:
-            self.banned = torch.cat([self.banned, torch.ones(self.E.shape[0] - len(banned), dtype=torch.bool)])
-        self.prompt_ids = torch.tensor(task.prompt_ids)
+            banned = np.concatenate([banned, np.ones(self.E.shape[0] - len(banned), dtype=bool)])
+        self.banned = torch.as_tensor(banned, device=self.device)
+        self.prompt_ids = torch.tensor(task.prompt_ids, device=self.device)
         self.P = len(task.prompt_ids)
         self.prompt_emb = self.E[self.prompt_ids]
         self.prefix = list(prefix)
@@ -71,12 +73,12 @@ class Matcher:
         free = L - self.P
         with torch.no_grad():
             cand = self.topk(v[:, :free], k if lm_guided else 1)
-            ids = torch.empty((N, L), dtype=torch.long)
+            ids = torch.empty((N, L), dtype=torch.long, device=self.device)
             ids[:, free:] = self.prompt_ids
             if not lm_guided:
                 ids[:, :free] = cand[..., 0]
                 return ids
-            inp = torch.tensor([self.prefix] * N, dtype=torch.long)
+            inp = torch.tensor([self.prefix] * N, dtype=torch.long, device=self.device)
             past = None
             for i in range(free):
                 out = self.model(input_ids=inp, past_key_values=past, use_cache=True)
@@ -91,15 +93,15 @@ class Matcher:
     # -- initialisation (official init.py, random_normal) --
     def init(self, G: int, B: int, L: int, n_candidates: int, init_size: float, generator):
         """Best of n_candidates N(0, 1) draws per group by D (prompt embeddings in place), each token then
-        rescaled to norm init_size."""
+        rescaled to norm init_size. The draws come from the host generator (the same on every device)."""
         import torch
 
         d = self.E.shape[1]
-        best = torch.empty((G, B, L, d))
-        best_loss = torch.full((G,), float("inf"))
+        best = torch.empty((G, B, L, d), device=self.device)
+        best_loss = torch.full((G,), float("inf"), device=self.device)
         with torch.no_grad():
             for _ in range(int(n_candidates)):
-                x = torch.randn((G, B, L, d), generator=generator)
+                x = torch.randn((G, B, L, d), generator=generator).to(self.device)
                 x[:, :, -self.P:] = self.prompt_emb
                 loss = self.rec_loss(x)
                 better = loss < best_loss
@@ -139,7 +141,7 @@ def run_admm(matcher: Matcher, G: int, B: int, L: int, cfg: dict, generator, tra
     lam = torch.zeros_like(x.detach())
     opt = torch.optim.Adam([x], lr=float(cfg["lr"]))
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=float(cfg["lr_decay"]))
-    best_err = torch.full((G,), float("inf"))
+    best_err = torch.full((G,), float("inf"), device=matcher.device)
     best_x = x.detach().clone()
     flat = lambda t: t.reshape(G * B, L, -1)  # noqa: E731
     cos_curve = [float((1 - matcher.rec_loss_ids(matcher.project(flat(x.detach()), cfg["topk"]).view(G, B, L))).mean())]
@@ -171,12 +173,16 @@ def run_admm(matcher: Matcher, G: int, B: int, L: int, cfg: dict, generator, tra
             best_err = torch.where(better, err, best_err)
         sched.step()
         proj = matcher.project(flat(x.detach()), cfg["topk"]).view(G, B, L)
-        cos_curve.append(float((1 - matcher.rec_loss_ids(proj)).mean()))
+        proj_loss = matcher.rec_loss_ids(proj)
+        cos_curve.append(float((1 - proj_loss).mean()))
         if trace:
             steps.append({"lam_before": lam_before, "lam_after": lam.clone(), "x": x.detach().clone(),
                           "z": z.clone(), "z_ids": z_ids.clone()})
-    ids = matcher.project(flat(best_x), cfg["topk"]).view(G, B, L)
-    final = matcher.rec_loss_ids(ids)
+    if int(cfg["outer"]) > 0 and torch.equal(best_x, x.detach()):
+        ids, final = proj, proj_loss  # the best x is the last one: its projection is already computed
+    else:
+        ids = matcher.project(flat(best_x), cfg["topk"]).view(G, B, L)
+        final = matcher.rec_loss_ids(ids)
     return {"ids": ids, "cos_curve": cos_curve, "final_cos": float((1 - final).mean()), "trace": steps}
 
 
@@ -188,7 +194,7 @@ def run_embedding_only(matcher: Matcher, G: int, B: int, L: int, cfg: dict, gene
     P = matcher.P
     x = matcher.init(G, B, L, cfg["init_candidates"], float(cfg["init_size"]), generator).requires_grad_(True)
     opt = torch.optim.Adam([x], lr=float(cfg["lr"]))
-    best_err = torch.full((G,), float("inf"))
+    best_err = torch.full((G,), float("inf"), device=matcher.device)
     best_x = x.detach().clone()
     flat = lambda t: t.reshape(G * B, L, -1)  # noqa: E731
     nearest = lambda t: matcher.project(flat(t), 1, lm_guided=False).view(G, B, L)  # noqa: E731
@@ -207,8 +213,13 @@ def run_embedding_only(matcher: Matcher, G: int, B: int, L: int, cfg: dict, gene
                 better = err <= best_err
                 best_x[better] = x.detach()[better]
                 best_err = torch.where(better, err, best_err)
-        cos_curve.append(float((1 - matcher.rec_loss_ids(nearest(x.detach()))).mean()))
-    ids = nearest(best_x)
-    final = matcher.rec_loss_ids(ids)
+        near = nearest(x.detach())
+        near_loss = matcher.rec_loss_ids(near)
+        cos_curve.append(float((1 - near_loss).mean()))
+    if int(cfg["outer"]) > 0 and int(cfg["inner"]) > 0 and torch.equal(best_x, x.detach()):
+        ids, final = near, near_loss  # the best x is the last one: its token map is already scored
+    else:
+        ids = nearest(best_x)
+        final = matcher.rec_loss_ids(ids)
     return {"ids": ids, "cos_curve": cos_curve, "final_cos": float((1 - final).mean()),
             "embed_cos": float((1 - best_err).mean())}

@@ -63,13 +63,28 @@ def build_model(mcfg: dict, vocab_size: int, seed: int):
     return GPT2LMHeadModel(cfg)
 
 
-def load(path_or_id: str | Path):
-    """Model and tokenizer by local directory (what fit_base saved) or Hub id: the same call either way."""
+def device_of(cfg: dict):
+    """`device`: cpu (smoke, mini), cuda, or auto (cuda when available; the full scale)."""
+    import torch
+
+    want = str(cfg.get("device", "cpu"))
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(want)
+
+
+def model_device(model):
+    return next(model.parameters()).device
+
+
+def load(path_or_id: str | Path, device="cpu"):
+    """Model (on `device`) and tokenizer by local directory (what fit_base saved) or Hub id: the same call
+    either way."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet()
-    model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=torch.float32).to(device)
     tok = AutoTokenizer.from_pretrained(str(path_or_id))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -78,7 +93,8 @@ def load(path_or_id: str | Path):
 
 
 def save(model, tok, path: Path) -> None:
-    model.save_pretrained(str(path))
+    """Saved from the host, so that a checkpoint trained on a GPU loads anywhere."""
+    model.to("cpu").save_pretrained(str(path))
     tok.save_pretrained(str(path))
 
 
@@ -93,6 +109,7 @@ def pretrain(model, ids: np.ndarray, steps: int, batch: int, ctx: int, lr: float
 
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
+    dev = model_device(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     warm = max(1, steps // 20)
     model.train()
@@ -102,7 +119,7 @@ def pretrain(model, ids: np.ndarray, steps: int, batch: int, ctx: int, lr: float
         for g in opt.param_groups:
             g["lr"] = lr * f
         starts = rng.integers(0, len(ids) - ctx - 1, size=batch)
-        x = torch.from_numpy(np.stack([ids[s:s + ctx + 1] for s in starts]).astype(np.int64))
+        x = torch.from_numpy(np.stack([ids[s:s + ctx + 1] for s in starts]).astype(np.int64)).to(dev)
         logits = model(input_ids=x[:, :-1]).logits
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -144,8 +161,9 @@ class Task:
         return ids if max_text_tokens is None else ids[:max_text_tokens]
 
 
-def pad_left(seqs: list[list[int]], pad: int):
-    """Left-padded id batch and attention mask (the last position is every sequence's last token)."""
+def pad_left(seqs: list[list[int]], pad: int, device=None):
+    """Left-padded id batch and attention mask (the last position is every sequence's last token), built on
+    the host and moved to `device`."""
     import torch
 
     n = max(len(s) for s in seqs)
@@ -154,12 +172,12 @@ def pad_left(seqs: list[list[int]], pad: int):
     for i, s in enumerate(seqs):
         ids[i, n - len(s):] = torch.tensor(s)
         mask[i, n - len(s):] = 1
-    return ids, mask
+    return (ids, mask) if device is None else (ids.to(device), mask.to(device))
 
 
 def label_logits(model, task: Task, seqs: list[list[int]]):
     """(B, 2) logits of [bad, great] at the last position of each (left-padded) sequence."""
-    ids, mask = pad_left(seqs, task.eos)
+    ids, mask = pad_left(seqs, task.eos, model_device(model))
     pos = (mask.cumsum(1) - 1).clamp_min(0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1, :]
     return out[:, [task.label_ids[0], task.label_ids[1]]]
@@ -175,7 +193,7 @@ def classify(model, task: Task, texts: list[str], max_text_tokens: int, batch: i
         for i in range(0, len(texts), batch):
             seqs = [task.encode(t, max_text_tokens) for t in texts[i:i + batch]]
             lg = label_logits(model, task, seqs)
-            out.append((lg[:, 1] - lg[:, 0]).numpy())
+            out.append((lg[:, 1] - lg[:, 0]).cpu().numpy())
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -190,7 +208,7 @@ def finetune_classifier(model, task: Task, examples: list[dict], steps: int, bat
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     seqs = [task.encode(e["text"], max_text_tokens) for e in examples]
-    ys = torch.tensor([int(e["label"]) for e in examples])
+    ys = torch.tensor([int(e["label"]) for e in examples], device=model_device(model))
     order, pos, curve = rng.permutation(len(seqs)), 0, []
     model.train()
     for step in range(steps):
@@ -220,7 +238,7 @@ def sequence_nll(model, seqs: list[list[int]], prefix: list[int]) -> np.ndarray:
     model.eval()
     with torch.no_grad():
         for s in seqs:
-            x = torch.tensor([list(prefix) + list(s)])
+            x = torch.tensor([list(prefix) + list(s)], device=model_device(model))
             logits = model(input_ids=x[:, :-1]).logits[0]
             tgt = x[0, 1:]
             nll = F.cross_entropy(logits, tgt, reduction="none")[len(prefix) - 1:]

@@ -49,7 +49,7 @@ def autograd_head_grad(model, ids_or_embeds, label_id: int, create_graph: bool =
         logits = model(input_ids=ids_or_embeds).logits[:, -1, :]
     else:
         logits = model(inputs_embeds=ids_or_embeds).logits[:, -1, :]
-    y = torch.full((logits.shape[0],), int(label_id), dtype=torch.long)
+    y = torch.full((logits.shape[0],), int(label_id), dtype=torch.long, device=logits.device)
     loss = F.cross_entropy(logits, y)
     return list(torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad],
                                     create_graph=create_graph))
@@ -65,7 +65,7 @@ def closed_form_head_grad(model, h, label_id: int):
     if getattr(head, "bias", None) is not None:
         logits = logits + head.bias
     u = torch.softmax(logits, dim=-1)
-    u = u - torch.nn.functional.one_hot(torch.tensor(int(label_id)), u.shape[-1]).to(u.dtype)
+    u = u - torch.nn.functional.one_hot(torch.tensor(int(label_id), device=u.device), u.shape[-1]).to(u.dtype)
     b = h.shape[1]
     grads = [torch.einsum("gbv,gbd->gvd", u, h) / b]
     if getattr(head, "bias", None) is not None:
@@ -112,8 +112,9 @@ def target_gradient(model, seqs: list[list[int]], label_id: int, dp: dict | None
 
     n = len(seqs)
     total, norms = None, []
+    dev = next(model.parameters()).device
     for s in seqs:
-        g = [x.detach() for x in autograd_head_grad(model, torch.tensor([s]), label_id)]
+        g = [x.detach() for x in autograd_head_grad(model, torch.tensor([s], device=dev), label_id)]
         norms.append(float(torch.sqrt(sum((x ** 2).sum() for x in g))))
         if dp:
             g = clip(g, float(dp["c"]))
@@ -121,7 +122,8 @@ def target_gradient(model, seqs: list[list[int]], label_id: int, dp: dict | None
     sigma = 0.0
     if dp:
         sigma = dp_sigma(float(dp["c"]), n, float(dp["epsilon"]), float(dp["delta"]))
-        total = [t + sigma * torch.randn(t.shape, generator=generator, dtype=t.dtype) for t in total]
+        # the noise is drawn on the host (the same draw on every device), then moved
+        total = [t + sigma * torch.randn(t.shape, generator=generator, dtype=t.dtype).to(t.device) for t in total]
     return total, norms, sigma
 
 

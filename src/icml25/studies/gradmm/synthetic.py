@@ -27,7 +27,7 @@ def prompted_candidates(model, task, examples: list[dict], label: int, n: int, k
         prompts.append([task.eos] + prefix[-(int(ctx) - max_tokens - 1):])  # keep the newest shots in context
     from .lm import pad_left
 
-    ids, mask = pad_left(prompts, task.eos)
+    ids, mask = pad_left(prompts, task.eos, next(model.parameters()).device)
     torch.manual_seed(seed)
     model.eval()
     with torch.no_grad():
@@ -77,5 +77,13 @@ def longest_common_run(a: list[int], b: list[int]) -> int:
 
 
 def max_overlap(synthetic: list[list[int]], real: list[list[int]]) -> int:
-    """Max over synthetic and real sequences of the longest shared token run."""
-    return max((longest_common_run(s, r) for s in synthetic for r in real), default=0)
+    """Max over synthetic and real sequences of the longest shared token run (= the max of
+    `longest_common_run` over all pairs): the largest k such that some k-gram of a synthetic sequence is a
+    k-gram of a real one, found by growing k (a shared (k+1)-gram contains a shared k-gram), with hashed
+    k-gram sets instead of the pairwise dynamic programme."""
+    best, k = 0, 1
+    while True:
+        grams = {tuple(r[i:i + k]) for r in real for i in range(len(r) - k + 1)}
+        if not grams or not any(tuple(s[i:i + k]) in grams for s in synthetic for i in range(len(s) - k + 1)):
+            return best
+        best, k = k, k + 1
