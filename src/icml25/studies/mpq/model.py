@@ -186,7 +186,7 @@ class Net(nn.Module):
     def expected_bitops(self) -> torch.Tensor:
         """E[BitOPs] = fixed layers' MACs * 8 * 8 + sum_l MACs_l * E[b_w,l] * E[b_a,l] (GMPQ's complexity)."""
         mix = self.mix_layers()
-        total = torch.zeros(())
+        total = torch.zeros((), device=self.fc_bias.device)  # on the network's device (CPU or GPU)
         for L in self.specs:
             if L["name"] in mix:
                 ew, ea = mix[L["name"]].expected_bits()

@@ -83,7 +83,7 @@ class MixConv(nn.Module):
         return F.conv2d(xa, w, None, self.conv.stride, self.conv.padding, 1, self.conv.groups)
 
     def expected_bits(self):
-        b = torch.tensor(self.bits, dtype=self.alpha_w.dtype)
+        b = torch.tensor(self.bits, dtype=self.alpha_w.dtype, device=self.alpha_w.device)
         return (F.softmax(self.alpha_w, 0) * b).sum(), (F.softmax(self.alpha_a, 0) * b).sum()
 
     def best_bits(self) -> tuple[int, int]:

@@ -70,6 +70,8 @@ def search_sets(cfg, method: str) -> list[str]:
 
 
 def validate(cfg: dict) -> None:
+    if str(cfg.get("device", "cpu")) not in ("cpu", "cuda", "auto"):  # training.DEVICES (torch stays lazy here)
+        raise UserError(f"mpq: device must be cpu, cuda or auto, got {cfg.get('device')!r}")
     bits = list(cfg["model"]["bits"])
     if bits != sorted(set(bits)) or min(bits) < 2 or max(bits) > 8:
         raise UserError(f"mpq: model.bits must be increasing bit-widths in [2, 8], got {bits}")
@@ -225,10 +227,11 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
     for name, split in sets.items():
         x, y = D.read_split(data_dir, split)
         state = T.train_fp(cfg, x, y, int(cfg["fp"]["epochs"][name]), int(cfg["base_seed"]))
-        torch.save(state, out_dir / f"fp_{name}.pt")
+        torch.save(state, out_dir / f"fp_{name}.pt")  # host tensors (train_fp): loads on any machine
         test = "target_test" if name == "target" else f"proxy_{name}_test"
         net = T.Net(mode="fp", **T.net_kwargs(cfg))
         net.load_state_dict(state)
+        net.to(T.device_of(cfg))
         info[name] = {"fp_top1": 100 * T.accuracy(net, *D.read_split(data_dir, test))}
     write_json(out_dir / "fp.json", info)
 
@@ -254,7 +257,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
             continue
         x, y = D.read_split(data_dir, _split_name(s, "train"))
         qx, qy = D.read_split(data_dir, _split_name(s, "test"))
-        fp_state = torch.load(base_dir / f"fp_{s}.pt")
+        fp_state = torch.load(base_dir / f"fp_{s}.pt", map_location="cpu")  # host copy; search() moves the net
         res = T.search(cfg, method, seed, x, y, fp_state, fp_model_state=fp_state, eval_x=qx, eval_y=qy)
         T.write_policy(run_dir / f"policy_{s}.json", res["policy"],
                        {"method": method, "search_set": s, "argmax_policy": res["argmax_policy"]})
@@ -280,7 +283,7 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
     from . import data as D
     from . import training as T
 
-    fp_target = torch.load(base_dir / "fp_target.pt")
+    fp_target = torch.load(base_dir / "fp_target.pt", map_location="cpu")
     train_xy = D.read_split(data_dir, "target_train")
     test_xy = D.read_split(data_dir, "target_test")
     rows = []

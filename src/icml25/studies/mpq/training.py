@@ -14,6 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from icml25.core.errors import UserError
+
 from .model import Net, layer_specs, load_fp_into
 from .quant import policy_bitops
 from .sharpness import adaptive_rho, sharpness, sharpness_aware_grads
@@ -21,10 +23,58 @@ from .sharpness import adaptive_rho, sharpness, sharpness_aware_grads
 SEARCH_KINDS = {"dmpq": "plain", "sam": "sam", "asga": "asga", "gmpq": "attribution", "oracle": "plain"}
 
 
-def to_float(x: np.ndarray) -> torch.Tensor:
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def device_of(cfg) -> torch.device:
+    """`device`: cpu (mini, smoke), cuda, or auto (CUDA when available: the full scale and its variants)."""
+    want = str(cfg.get("device", "cpu"))
+    if want not in DEVICES:
+        raise UserError(f"mpq: device must be one of {', '.join(DEVICES)}, got {want!r}")
+    if want == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if want == "cuda" and not torch.cuda.is_available():
+        raise UserError("mpq: device: cuda, but torch sees no CUDA device (torch.cuda.is_available() is False; "
+                        f"torch {torch.__version__}, built for CUDA {torch.version.cuda}); set device: auto or cpu")
+    return torch.device(want)
+
+
+def to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    """A host tensor on `dev`: pinned first for CUDA so the copy can overlap (a no-op on the CPU)."""
+    if dev.type == "cuda":
+        return t.pin_memory().to(dev, non_blocking=True)
+    return t.to(dev)
+
+
+def to_float(x: np.ndarray, dev: torch.device | None = None) -> torch.Tensor:
+    """Images uint8 -> float in [0, 1], built on the host (the same values on every device), then moved."""
     if not x.flags.writeable:  # a slice of a read-only memmap: copy just these rows
         x = np.array(x)
-    return torch.as_tensor(x, dtype=torch.float32) / 255.0
+    t = torch.as_tensor(x, dtype=torch.float32) / 255.0
+    return t if dev is None else to_device(t, dev)
+
+
+def to_labels(y: np.ndarray, dev: torch.device | None = None) -> torch.Tensor:
+    t = torch.as_tensor(y)
+    return t if dev is None else to_device(t, dev)
+
+
+def model_device(net) -> torch.device:
+    return next(net.parameters()).device
+
+
+def host_state(net) -> dict:
+    """The network's state dict on the host (CPU tensors), so a checkpoint loads anywhere."""
+    sd = net.state_dict()
+    out = type(sd)((k, v.detach().cpu()) for k, v in sd.items())
+    out._metadata = getattr(sd, "_metadata", None)  # module versions, as load_state_dict expects
+    return out
+
+
+def sync(dev: torch.device) -> None:
+    """Wait for queued GPU work, so that the timers around a loop measure the loop."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
 
 
 def batches(n: int, batch: int, rng: np.random.Generator):
@@ -51,16 +101,18 @@ def specs_of(cfg) -> list[dict]:
 @torch.no_grad()
 def accuracy(net, x: np.ndarray, y: np.ndarray, batch: int = 1000) -> float:
     net.eval()
+    dev = model_device(net)
     hit = 0
     for i in range(0, len(y), batch):
-        hit += int((net(to_float(x[i:i + batch])).argmax(1) == torch.as_tensor(y[i:i + batch])).sum())
+        hit += int((net(to_float(x[i:i + batch], dev)).argmax(1) == to_labels(y[i:i + batch], dev)).sum())
     return hit / len(y)
 
 
 def loss_sharpness(net, x: np.ndarray, y: np.ndarray, rho: float) -> float:
     """SAM sharpness of the cross-entropy on (x, y), BN in eval mode, over the conv/BN/FC weights."""
     net.eval()
-    xt, yt = to_float(x), torch.as_tensor(y)
+    dev = model_device(net)
+    xt, yt = to_float(x, dev), to_labels(y, dev)
     weights = [p for n, p in net.named_parameters() if "alpha" not in n and "act_range" not in n]
     return sharpness(lambda: F.cross_entropy(net(xt), yt), weights, rho)
 
@@ -72,8 +124,9 @@ def cosine(lr: float, step: int, total: int) -> float:
 def train_fp(cfg, x, y, epochs: int, seed: int) -> dict:
     """The full-precision model on one dataset (SGD, momentum 0.9, cosine lr)."""
     tc = cfg["fp"]
+    dev = device_of(cfg)
     torch.manual_seed(seed)
-    net = Net(mode="fp", **net_kwargs(cfg))
+    net = Net(mode="fp", **net_kwargs(cfg)).to(dev)  # initialised on the host (same draws), then moved
     opt = torch.optim.SGD(net.parameters(), float(tc["lr"]), momentum=0.9, weight_decay=float(tc["wd"]))
     rng = np.random.default_rng(seed)
     b = int(tc["batch"])
@@ -84,12 +137,12 @@ def train_fp(cfg, x, y, epochs: int, seed: int) -> dict:
         for idx in batches(len(y), b, rng):
             for g in opt.param_groups:
                 g["lr"] = cosine(float(tc["lr"]), step, total)
-            loss = F.cross_entropy(net(to_float(x[idx])), torch.as_tensor(y[idx]))
+            loss = F.cross_entropy(net(to_float(x[idx], dev)), to_labels(y[idx], dev))
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
-    return net.state_dict()
+    return host_state(net)
 
 
 # ---- attribution loss of GMPQ (GMPQ-lite) ---------------------------------------------------------
@@ -171,11 +224,12 @@ def recalibrate_bn(net, x, n_batches: int, batch: int, seed: int) -> None:
         m.reset_running_stats()
         m.momentum = None  # cumulative average over the calibration batches
     net.train()
+    dev = model_device(net)
     rng = np.random.default_rng(seed + 99)
     for i, idx in enumerate(batches(len(x), batch, rng)):
         if i >= n_batches:
             break
-        net(to_float(x[idx]))
+        net(to_float(x[idx], dev))
     for m, mom in zip(bns, saved):
         m.momentum = mom
     net.eval()
@@ -198,9 +252,11 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
     """Differentiable MPQ search on (x, y). Returns the policy, its logits and the search's numbers."""
     kind = SEARCH_KINDS[method]
     sc = cfg["search"]
+    dev = device_of(cfg)
     torch.manual_seed(seed)
     net = Net(mode="search", **net_kwargs(cfg))
     load_fp_into(net, fp_state)
+    net.to(dev)
     budget = budget_bitops(cfg, net.specs)
     weights, arch = net.weight_parameters(), net.arch_parameters()
     opt_w = torch.optim.SGD(weights, float(sc["lr"]), momentum=0.9, weight_decay=float(sc["wd"]))
@@ -209,7 +265,7 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
     if kind == "attribution":
         fp_net = Net(mode="fp", **net_kwargs(cfg))
         fp_net.load_state_dict(fp_model_state)
-        fp_net.eval()
+        fp_net.to(dev).eval()
     lam, rho = float(sc["lambda_c"]), float(sc.get("rho_max", sc.get("rho", 0.0)))
     rng = np.random.default_rng(seed)
     b = int(sc["batch"])
@@ -218,7 +274,7 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
     for _ in range(int(sc["epochs"])):
         net.train()
         for idx in batches(len(y), b, rng):
-            xb, yb = to_float(x[idx]), torch.as_tensor(y[idx])
+            xb, yb = to_float(x[idx], dev), to_labels(y[idx], dev)
             opt_w.zero_grad()
             opt_a.zero_grad()
             if kind in ("sam", "asga"):
@@ -257,6 +313,7 @@ def search(cfg, method: str, seed: int, x, y, fp_state: dict, fp_model_state: di
             if step % log_every == 0:
                 curve.append((step, ce, ratio, rho if kind == "asga" else float("nan")))
             step += 1
+    sync(dev)
     cpu, wall = time.process_time() - t0, time.perf_counter() - w0
     logits = {name: [m.alpha_w.detach().tolist(), m.alpha_a.detach().tolist()] for name, m in net.mix_layers().items()}
     argmax = net.argmax_policy()
@@ -293,9 +350,11 @@ def deploy(cfg, policy_path: Path, fp_target_state: dict, train_xy, test_xy, see
     training split for the same number of steps in every arm; top-1 on the target test split."""
     dc = cfg["deploy"]
     policy = read_policy(policy_path)
+    dev = device_of(cfg)
     torch.manual_seed(seed)
     net = Net(mode="fixed", policy=policy, **net_kwargs(cfg))
     load_fp_into(net, fp_target_state)
+    net.to(dev)
     x, y = train_xy
     opt = torch.optim.SGD(net.parameters(), float(dc["lr"]), momentum=0.9, weight_decay=float(dc["wd"]))
     rng = np.random.default_rng(10_000 + seed)
@@ -308,11 +367,12 @@ def deploy(cfg, policy_path: Path, fp_target_state: dict, train_xy, test_xy, see
                 break
             for g in opt.param_groups:
                 g["lr"] = cosine(float(dc["lr"]), step, total)
-            loss = F.cross_entropy(net(to_float(x[idx])), torch.as_tensor(y[idx]))
+            loss = F.cross_entropy(net(to_float(x[idx], dev)), to_labels(y[idx], dev))
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
+    sync(dev)
     cpu = time.process_time() - t0
     n = int(cfg["eval"]["sharpness_n"])
     return {"target_top1": accuracy(net, *test_xy), "bitops": policy_bitops(net.specs, policy),
