@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from icml25.core.errors import UserError
 from icml25.core.io import write_json
 
 from . import data_ecgsyn as G
@@ -31,15 +30,28 @@ def download(cfg: dict, raw_dir: Path) -> None:
         return
     from icml25.core.download import fetch
 
-    for name, spec in d["datasets"].items():
-        base = spec["base"].rstrip("/")
+    from . import data_downstream as DS
+
+    used = {d["pretrain"]} | {v for t in d["downstream"] for k, v in d["tasks"][t].items() if k in ("dataset", "test_dataset")}
+    for name in sorted(used):
+        spec = d["datasets"][name]
         out = raw_dir / name
+        kind = spec.get("kind", "index")
+        if kind == "wfdb_dx":
+            DS.download_dx(spec, out)
+            continue
+        if kind == "hdf5":
+            DS.download_hdf5(spec, out)
+            continue
+        base = spec["base"].rstrip("/")
+        # PhysioNet's published SHA256SUMS.txt, where named, gives every file's checksum
+        sums = DS.read_sums(fetch(f"{base}/{spec['manifest']}", out / spec["manifest"], None)) if spec.get("manifest") else {}
         for f, sha in (spec.get("index_files") or {}).items():
-            fetch(f"{base}/{f}", out / f, sha)
+            fetch(f"{base}/{f}", out / f, sha or sums.get(f))
         for rec in _wfdb_records(spec, out):
             for ext in (".hea", ".dat"):
-                fetch(f"{base}/{rec}{ext}", out / f"{rec}{ext}", None)
-    write_json(raw_dir / "sources.json", {k: v["base"] for k, v in d["datasets"].items()})
+                fetch(f"{base}/{rec}{ext}", out / f"{rec}{ext}", sums.get(rec + ext))
+    write_json(raw_dir / "sources.json", {k: d["datasets"][k]["base"] for k in sorted(used)})
 
 
 def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
@@ -99,41 +111,17 @@ def _wfdb_records(spec: dict, root: Path) -> list[str]:
     return recs[: int(cap)] if cap else recs
 
 
-def _read_wfdb(root: Path, recs: list[str], fs: int, seconds: float) -> np.ndarray:
-    """Records resampled to fs and cut / zero-padded to `seconds`, as (n, 12, T) float32 (mV)."""
-    import wfdb
-    from scipy.signal import resample_poly
-
-    T = int(round(fs * seconds))
-    out = np.zeros((len(recs), 12, T), np.float32)
-    for i, r in enumerate(recs):
-        p = root / r
-        if not p.with_suffix(".hea").exists():
-            raise UserError(f"missing wfdb record {p}.hea: run the download stage again")
-        sig, fields = wfdb.rdsamp(str(p))
-        sig = np.nan_to_num(sig.T.astype(np.float64))[:12]
-        src = int(round(fields["fs"]))
-        if src != fs:
-            from math import gcd
-
-            g = gcd(src, fs)
-            sig = resample_poly(sig, fs // g, src // g, axis=1)
-        n = min(T, sig.shape[1])
-        out[i, : sig.shape[0], :n] = sig[:, :n]
-    return out
-
-
 def _physionet(cfg: dict, raw_dir: Path, out: Path) -> None:
-    import ast
-
     import pandas as pd
+
+    from . import data_downstream as DS
 
     d = cfg["data"]
     fs, sec = int(d["fs"]), float(d["seconds"])
     pre = d["datasets"][d["pretrain"]]
     root = raw_dir / d["pretrain"]
     recs = _wfdb_records(pre, root)
-    x = _read_wfdb(root, recs, fs, sec)
+    x = DS.read_wfdb(root, recs, fs, sec)
     idx = pd.read_csv(root / pre["index"]).set_index(pre["path_col"])
     rep = pd.read_csv(root / pre["reports"]).set_index(pre["reports_key"])
     cols = [c for c in rep.columns if c.startswith(pre["report_prefix"])]
@@ -141,22 +129,10 @@ def _physionet(cfg: dict, raw_dir: Path, out: Path) -> None:
     texts = [". ".join(v.strip() for v in rep.loc[k, cols] if isinstance(v, str)).lower() for k in keys]
     np.savez(out / "pretrain.npz", x=x, y=np.zeros((len(recs), 0), np.int8), ids=np.array(recs))
     (out / "pretrain_reports.json").write_text(json.dumps(texts))
-    down = d["datasets"][d["downstream"]]
-    root = raw_dir / d["downstream"]
-    idx = pd.read_csv(root / down["index"])
-    cap = down.get("max_records")
-    idx = idx.iloc[: int(cap)] if cap else idx
-    labels = list(d["labels"])
-    codes = [set(ast.literal_eval(s).keys()) for s in idx[down["label_col"]]]
-    y = np.array([[int(c in cs) for c in labels] for cs in codes], np.int8)
-    x = _read_wfdb(root, [str(r) for r in idx[down["path_col"]]], fs, sec)
-    fold = idx[down["fold_col"]].to_numpy()
-    test = np.isin(fold, down["test_folds"])
-    ids = np.array([f"{d['downstream']}:{r}" for r in idx[down["path_col"]]])
-    np.savez(out / "down_train.npz", x=x[~test], y=y[~test], ids=ids[~test])
-    np.savez(out / "down_test.npz", x=x[test], y=y[test], ids=ids[test])
-    np.savez(out / "shift_test.npz", x=x[test], y=y[test], ids=ids[test])  # full scale: no shifted set (see README)
-    write_json(out / "labels.json", {"labels": labels, "prompts": [d["prompts"][k] for k in labels]})
+    # downstream: one directory per task (PTB-XL groupings, CPSC2018, CSN, CODE), listed in tasks.json
+    tasks = DS.build_tasks(cfg, raw_dir, out)
+    write_json(out / "tasks.json", [{"name": t, "in_mean": bool(d["tasks"][t].get("in_mean", True))} for t in tasks])
+    write_json(out / "labels.json", {"tasks": tasks})   # each task's labels and prompts: tasks/<task>/labels.json
 
 
 # ---- text encoder directory and N3S ----------------------------------------------------------------------

@@ -83,10 +83,31 @@ def load_split(data_dir: Path, name: str):
 
 
 def evaluate(cfg: dict, method: str, seed: int, data_dir: Path, model=None, tok=None) -> list[dict]:
+    """One downstream set (mini, smoke), or at full scale every task of tasks.json: rows `<setting>.<task>` per
+    task and `<setting>` = the mean over the tasks that count in it (the paper's mean over its six sets)."""
+    from .data_downstream import task_dirs
+
+    tasks = task_dirs(data_dir)
+    if not tasks:
+        return _evaluate_set(cfg, method, seed, data_dir, model, tok)
+    rows, per = [], {}
+    for name, d, in_mean in tasks:
+        for r in _evaluate_set(cfg, method, seed, d, model, tok):
+            if r["metric"] == "auc":
+                if in_mean:
+                    per.setdefault(r["setting"], []).append(r["value"])
+                r = {**r, "setting": f"{r['setting']}.{name}"}
+            rows.append(r)
+    rows += [_row(s, float(np.mean(v))) for s, v in per.items()]
+    return rows
+
+
+def _evaluate_set(cfg: dict, method: str, seed: int, data_dir: Path, model=None, tok=None) -> list[dict]:
     ev = cfg["eval"]
     x_tr, y_tr, _ = load_split(data_dir, "down_train")
     x_te, y_te, _ = load_split(data_dir, "down_test")
-    x_sh, y_sh, _ = load_split(data_dir, "shift_test")
+    # full scale has no shifted set: zero-shot on the test set only
+    x_sh, y_sh = load_split(data_dir, "shift_test")[:2] if (data_dir / "shift_test.npz").exists() else (None, None)
     rows = []
     fracs = [float(f) for f in ev["fractions"]]
     if method == "supervised":
@@ -98,7 +119,8 @@ def evaluate(cfg: dict, method: str, seed: int, data_dir: Path, model=None, tok=
         rows.append(_row(f"lp{_pct(frac)}", macro_auc(y_te, predict(x_te))))
         rows.append({"setting": "train", "metric": "n_labelled", "value": float(len(sub))})
         return rows
-    f_tr, f_te, f_sh = (features(model, method, x) for x in (x_tr, x_te, x_sh))
+    f_tr, f_te = features(model, method, x_tr), features(model, method, x_te)
+    f_sh = features(model, method, x_sh) if x_sh is not None else None
     for frac in fracs:
         sub = label_subset(y_tr, frac, seed)
         rows.append(_row(f"lp{_pct(frac)}", macro_auc(y_te, linear_probe(f_tr[sub], y_tr[sub], f_te, float(ev["C"])))))
@@ -106,11 +128,13 @@ def evaluate(cfg: dict, method: str, seed: int, data_dir: Path, model=None, tok=
         labels = json.loads((data_dir / "labels.json").read_text())
         p = prompt_features(model, tok, labels["prompts"])
         if method == "random":  # zero-shot through the same (untrained) poolers as the text-trained arms
-            f_te_z, f_sh_z = features_pooled(model, x_te), features_pooled(model, x_sh)
+            f_te_z = features_pooled(model, x_te)
+            f_sh_z = features_pooled(model, x_sh) if x_sh is not None else None
         else:
             f_te_z, f_sh_z = f_te, f_sh
         rows.append(_row("zs", macro_auc(y_te, zero_shot_scores(f_te_z, p))))
-        rows.append(_row("zs_shift", macro_auc(y_sh, zero_shot_scores(f_sh_z, p))))
+        if f_sh_z is not None:
+            rows.append(_row("zs_shift", macro_auc(y_sh, zero_shot_scores(f_sh_z, p))))
     return rows
 
 

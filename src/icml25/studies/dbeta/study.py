@@ -262,8 +262,9 @@ STUDY = Study(
                 "another generator seed, a shifted 1000-record test set; ~1M-parameter towers (4-layer 128-d ECG "
                 "transformer, 2-layer 128-d T5 encoder from a local directory, 2 cross layers per stream), 300 "
                 "steps of batch 64 per arm; N3S on a frozen random-init T5 (stands in for flan-t5-small).",
-        "full": "the paper's setup: MIMIC-IV-ECG pretraining (10 s at 500 Hz, machine reports), PTB-XL downstream "
-                "(wfdb), flan-t5-base text encoder, flan-t5-small N3S index, 8-layer 768-d ECG transformer, "
-                "6 cross layers, on a GPU.",
+        "full": "the paper's setup: MIMIC-IV-ECG pretraining (10 s at 500 Hz, machine reports); downstream PTB-XL "
+                "(super / sub / form / rhythm), CPSC2018, Chapman-Shaoxing-Ningbo (wfdb) and CODE (CODE-15% part 0 "
+                "to train the probe, CODE-test to test; h5py); flan-t5-base text encoder, flan-t5-small N3S index, "
+                "8-layer 768-d ECG transformer, 6 cross layers, on a GPU.",
     },
 )
