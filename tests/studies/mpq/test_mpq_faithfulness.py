@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mpq_macs import hooked_macs
+
 from icml25.studies.mpq import quant as Q
 from icml25.studies.mpq import sharpness as SH
 from icml25.studies.mpq import training as T
@@ -50,27 +52,9 @@ def test_quantisers_have_at_most_2_to_the_k_levels_and_identity_ste(bits):
     assert float(rng.grad) == pytest.approx(float((x.detach() >= 2.0).sum()))  # PACT: the range gets the clipped part
 
 
-def _independent_macs(net: Net, image: int) -> dict[str, int]:
-    """MACs of every conv from forward hooks on the real modules: cin * cout * kh * kw * H_out * W_out."""
-    macs = {}
-    hooks = []
-    for key, mod in list(net.layers.items()) + [("fc", net.fc)]:
-        def hook(m, inp, out, key=key):
-            w = m.conv.weight
-            macs[key.replace("_", ".", 1) if key != "fc" else key] = int(w.shape[0] * w.shape[1] * w.shape[2] * w.shape[3]
-                                                                       * out.shape[2] * out.shape[3])
-        hooks.append(mod.register_forward_hook(hook))
-    net.eval()
-    with torch.no_grad():
-        net(torch.rand(1, 1, image, image))
-    for h in hooks:
-        h.remove()
-    return macs
-
-
 def test_complexity_loss_at_one_hot_logits_equals_bitops_counted_independently():
     net = Net(WIDTH, mode="search")
-    macs = _independent_macs(net, 28)
+    macs = hooked_macs(net, 28, channels=1)
     rng = np.random.default_rng(0)
     bits = [2, 3, 4, 6]
     policy = {name: [int(rng.choice(bits)), int(rng.choice(bits))] for name in net.mix_layers()}

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from mpq_macs import hooked_macs
+
 from icml25.studies.mpq import data as D
 from icml25.studies.mpq import quant as Q
 from icml25.studies.mpq import study as S
@@ -48,30 +50,13 @@ def test_imagenet_stem_max_pool_halves_the_map(name):
     assert spec_hw == 7  # the BitOPs count sees the pooled 56x56 map at 224 px, ending at 7x7
 
 
-def _hook_macs(net: Net, image: int) -> dict[str, int]:
-    """MACs of every conv from forward hooks on the real modules: weight elements (cout * cin/groups * kh * kw)
-    times the output map H_out * W_out."""
-    names = {L["name"].replace(".", "_"): L["name"] for L in net.specs}
-    macs, hooks = {}, []
-    for key, mod in list(net.layers.items()) + [("fc", net.fc)]:
-        def hook(m, inp, out, name=names[key]):
-            macs[name] = int(m.conv.weight.numel() * out.shape[2] * out.shape[3])
-        hooks.append(mod.register_forward_hook(hook))
-    net.eval()
-    with torch.no_grad():
-        net(torch.rand(1, 3, image, image))
-    for h in hooks:
-        h.remove()
-    return macs
-
-
 @pytest.mark.parametrize("name", sorted(ARCHS))
 def test_complexity_at_one_hot_logits_equals_hooked_macs_times_bits(name):
     kw = dict(ARCHS[name])
     if name != "mobilenetv2":
         kw["width"] = [8, 16, 16, 32]  # same layout, fewer channels (keeps the test fast)
     net = Net(mode="search", image=32, **kw)
-    macs = _hook_macs(net, 32)
+    macs = hooked_macs(net, 32, channels=3)
     assert set(macs) == {L["name"] for L in net.specs}  # every layer ran in the forward pass
     rng = np.random.default_rng(1)
     policy = {n: [int(rng.choice([2, 3, 4, 6])), int(rng.choice([2, 3, 4, 6]))] for n in net.mix_layers()}
