@@ -1,5 +1,6 @@
 """Images: scikit-image / scikit-learn bundled images at mini and smoke (offline), the DnCNN repository's
-Train400 / BSD68 / Set12 PNGs at full scale (downloaded file by file).
+Train400 / BSD68 / Set12 PNGs at full scale (downloaded file by file), and DRUNet's pretrained weights where
+the scale runs that baseline.
 
 A split is a list of image specs `{name, source}`: source `skimage` (skimage.data.<name>), `sklearn`
 (load_sample_images: china / flower) or `url` (a PNG fetched to raw/<split>/<file>). Everything becomes
@@ -41,6 +42,10 @@ def download(cfg: dict, raw_dir: Path) -> None:
         if spec["source"] == "url":
             for url, name in url_files(spec):
                 fetch(url, raw_dir / split / name, None)
+    if "drunet" in cfg.get("methods", ()):  # the DRUNet baseline's pretrained weights (full scale)
+        from .drunet import fetch_weights
+
+        fetch_weights(cfg, raw_dir)
 
 
 def load_split(spec: dict, raw_dir: Path, split: str) -> list[tuple[str, np.ndarray]]:
@@ -116,6 +121,10 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     np.savez(out_dir / "test.npz", **{n: im for n, im in test})
     np.savez(out_dir / "deblur.npz", **{n: im for n, im in deblur})
     np.savez(out_dir / "val.npz", **{n: im for n, im in val})
+    if "drunet" in cfg.get("methods", ()):
+        from .drunet import stage_weights
+
+        stage_weights(cfg, raw_dir, out_dir)
     write_json(out_dir / "images.json", {"train_patches": list(patches.shape), "test": [n for n, _ in test],
                                          "deblur": [n for n, _ in deblur], "val": [n for n, _ in val]})
 

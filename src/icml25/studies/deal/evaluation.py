@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import baselines as B
+from . import drunet as DR
 from . import operators as O
 from .data import load_images, noisy
 from .training import model_device
@@ -54,6 +55,9 @@ def denoiser(method: str, model, params: dict):
             with torch.no_grad():
                 return [model(torch.as_tensor(y, device=dev)[None, None])[0, 0].cpu().numpy() for y in ys]
         return f
+    if method == "drunet":  # non-blind: told the test noise level, as DEAL is
+        return lambda ys, s: [DR.denoiser_at(model, s)(torch.as_tensor(y, device=model_device(model))[None, None])
+                              [0, 0].cpu().numpy() for y in ys]
     raise KeyError(method)
 
 
@@ -69,6 +73,9 @@ def deblurrer(method: str, model, cfg: dict):
     dev = model_device(model)
     if method == "dncnn":
         return lambda y, b, p: B.pnp_hqs(y, b.to(dev), model, p, int(d["pnp_iters"]))
+    if method == "drunet":  # the same HQS; the hyperparameter is DRUNet's noise level, mu follows from it
+        return lambda y, b, p: B.pnp_hqs(y, b.to(dev), DR.denoiser_at(model, p),
+                                         DR.pnp_strength(float(d["noise"]), p), int(d["pnp_iters"]))
     if method in TRAINED:
         def f(y, b, p):
             b = b.to(dev)
@@ -81,7 +88,7 @@ def deblurrer(method: str, model, cfg: dict):
 
 
 DEBLUR_GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights", "dncnn": "pnp_mus", "deal": "deal_lambdas",
-               "deal_noattn": "deal_lambdas"}
+               "deal_noattn": "deal_lambdas", "drunet": "drunet_sigmas"}
 DENOISE_GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights"}
 
 

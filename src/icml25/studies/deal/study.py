@@ -4,7 +4,8 @@ Neumayer, ICML 2025).
 Methods (one job per method x seed): `deal` (the paper's method, trained in the pipeline on denoising),
 `deal_noattn` (the same with mask = 1: a learned Tikhonov), `dncnn` (a small DnCNN on the same patches,
 about the same CPU time; plug-and-play for deblurring), `tv`, `tikhonov` (closed form) and `noisy` (the
-input). The train stage fits each method (DEAL / DnCNN weights, every tuned hyperparameter on the
+input); at full scale also `drunet` (deepinv's pretrained DRUNet, a denoising and plug-and-play baseline). The
+train stage fits each method (DEAL / DnCNN weights, every tuned hyperparameter on the
 validation image); evaluate tests denoising at each sigma and deblurring with the same models.
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ METHODS = {
                           "the same learned filters and lambda(sigma) with m = 1: a learned Tikhonov"),
     "dncnn": Method("dncnn", "DnCNN (same patches, same budget); PnP-HQS for deblurring", False,
                     "small blind residual DnCNN; plug-and-play HQS denoiser for deblurring"),
+    "drunet": Method("drunet", "DRUNet, pretrained (deepinv); PnP-HQS for deblurring", False,
+                     "deepinv's DRUNet with its published weights, told sigma; plug-and-play HQS denoiser for deblurring"),
     "tv": Method("tv", "TV (Chambolle; FISTA for deblurring)", False, "total variation, weight tuned"),
     "tikhonov": Method("tikhonov", "Tikhonov, finite differences (closed form)", False,
                        "argmin 1/2||Hx-y||^2 + lambda/2||Dx||^2, lambda tuned"),
@@ -73,6 +76,12 @@ def validate(cfg: dict) -> None:
             raise UserError(f"deal: data.{key} names unknown splits {bad}; known: {list(cfg['data']['splits'])}")
     if cfg["data"]["val_split"] not in cfg["data"]["splits"]:
         raise UserError(f"deal: data.val_split '{cfg['data']['val_split']}' is not a split")
+    if "drunet" in cfg["methods"]:
+        d = cfg.get("drunet") or {}
+        if not d.get("url") or not d.get("file"):
+            raise UserError("deal: the drunet method needs drunet.url and drunet.file (its pretrained weights)")
+        if cfg["deblur"].get("enabled", True) and not cfg["deblur"].get("drunet_sigmas"):
+            raise UserError("deal: the drunet method needs deblur.drunet_sigmas (its PnP noise levels, 0-255 units)")
 
 
 # ---- stages ---------------------------------------------------------------------------------------------
@@ -90,11 +99,15 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     data.preprocess(cfg, raw_dir, out_dir)
 
 
-def _load_model(cfg, method, run_dir: Path):
+def _load_model(cfg, method, run_dir: Path, data_dir: Path):
     import torch
 
     from . import training
 
+    if method == "drunet":  # pretrained, not trained here: the weights staged by preprocess
+        from . import drunet
+
+        return drunet.load(data_dir / drunet.WEIGHTS, training.device_of(cfg))
     if method not in TRAINED:
         return None
     model = training.build_deal(cfg, method == "deal") if method != "dncnn" else None
@@ -129,6 +142,9 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
                  {"setting": "train", "metric": "train_cpu_s", "value": cpu},
                  {"setting": "train", "metric": "final_train_loss", "value": curve[-1][1]}]
         curves = [{"setting": "train", "metric": "train_mse", "step": s, "value": v} for s, v in curve]
+    elif method == "drunet":
+        model = _load_model(cfg, method, run_dir, data_dir)
+        rows.append({"setting": "train", "metric": "n_params", "value": sum(p.numel() for p in model.parameters())})
     params = evaluation.tune(cfg, method, model, data_dir)
     write_json(run_dir / "tuned.json", params)
     return {"metrics": rows, "curves": curves}
@@ -137,7 +153,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
 def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
     from . import evaluation
 
-    model = _load_model(cfg, method, run_dir)
+    model = _load_model(cfg, method, run_dir, data_dir)
     params = read_json(run_dir / "tuned.json")
     return evaluation.test(cfg, method, model, params, seed, data_dir, run_dir)
 
@@ -327,6 +343,7 @@ STUDY = Study(
                 "in the pipeline for a few hundred steps with 5-12 outer iterations; deblurring with a 9x9 Gaussian "
                 "blur (σ_b 1.6, circular) and noise 2.55/255.",
         "full": "the paper's setup: Train400 (BSD) patches, BSD68 at σ 5/15/25, Set12 deblurring; DEAL at 128 "
-                "channels, 9x9 kernels, 14-58 outer iterations, on a GPU.",
+                "channels, 9x9 kernels, 14-58 outer iterations, on a GPU; deepinv's pretrained DRUNet as a denoising "
+                "and PnP baseline.",
     },
 )
