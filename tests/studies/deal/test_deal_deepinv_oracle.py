@@ -3,6 +3,7 @@ inference matches `deepinv.models.DEAL` (deepinv's port of the official code), u
 inference oracle (its training path is broken in 0.5.0). The `deepinv` fixture is in this folder's conftest.py."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from icml25.studies.deal.deal_model import DEAL
@@ -23,18 +24,21 @@ def _copy_weights(ours: DEAL, impl) -> None:
     assert all(not k.endswith(("weight", "original", "coefficients")) for k in missing), missing
 
 
-def test_inference_matches_deepinv_deal(deepinv):
+@pytest.mark.parametrize("color", [False, True], ids=["gray", "colour"])
+def test_inference_matches_deepinv_deal(deepinv, color):
+    """Gray [1, 4, 8, 128] and the official colour model [3, 12, 24, 128] (its own spectral-norm estimate)."""
     torch.manual_seed(0)
-    ours = DEAL([1, 4, 8, 128], 9)
+    ours = DEAL([3, 12, 24, 128] if color else [1, 4, 8, 128], 9)
     with torch.no_grad():  # splines off their initialisation, so the test sees them
         for name, p in ours.named_parameters():
             if "spline" in name:
                 p.add_(0.05 * torch.randn_like(p))
-    oracle = deepinv.models.DEAL(pretrained=None, device="cpu", clamp_output=False, inner_iter=200, outer_iter=8)
+    oracle = deepinv.models.DEAL(pretrained=None, device="cpu", clamp_output=False, inner_iter=200, outer_iter=8,
+                                 color=color)
     _copy_weights(ours, oracle.model)
     oracle.model.eval()
     g = torch.Generator().manual_seed(1)
-    clean = torch.rand(2, 1, 24, 24, generator=g)
+    clean = torch.rand(2, 3 if color else 1, 24, 24, generator=g)
     y = clean + 25 / 255 * torch.randn(clean.shape, generator=g)
     with torch.no_grad():
         ref = oracle(y, sigma=25 / 255)  # deepinv takes sigma in [0, 1] units

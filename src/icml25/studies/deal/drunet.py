@@ -32,12 +32,12 @@ def stage_weights(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     shutil.copyfile(src, out_dir / WEIGHTS)
 
 
-def load(weights: Path, device="cpu"):
-    """deepinv's gray DRUNet (default widths [64, 128, 256, 512], 4 residual blocks) with `weights`;
-    strict loading, so weights of another architecture fail here."""
+def load(weights: Path, device="cpu", channels: int = 1):
+    """deepinv's DRUNet for gray (1) or colour (3) images (default widths [64, 128, 256, 512], 4 residual
+    blocks) with `weights`; strict loading, so weights of another architecture fail here."""
     import deepinv
 
-    net = deepinv.models.DRUNet(in_channels=1, out_channels=1, pretrained=str(weights), device="cpu")
+    net = deepinv.models.DRUNet(in_channels=channels, out_channels=channels, pretrained=str(weights), device="cpu")
     return net.to(device).eval()
 
 

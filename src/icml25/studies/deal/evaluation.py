@@ -32,8 +32,8 @@ def blur_of(cfg, shape) -> O.Blur:
 def blurred(cfg, im, seed: int, index: int) -> np.ndarray:
     """y = k * x + n; the noise from (seed, 'blur', image)."""
     d = cfg["deblur"]
-    b = blur_of(cfg, im.shape)
-    hx = b.A(torch.as_tensor(im)[None, None])[0, 0].numpy()
+    b = blur_of(cfg, im.shape[-2:])
+    hx = O.from_batch(b.A(O.to_batch(im)))
     rng = np.random.default_rng([int(seed), 999_999, int(index)])
     return (hx + float(d["noise"]) / 255.0 * rng.standard_normal(im.shape)).astype(np.float32)
 
@@ -45,7 +45,7 @@ def denoiser(method: str, model, params: dict):
     if method == "noisy":
         return lambda ys, s: ys
     if method == "tikhonov":
-        return lambda ys, s: [O.tikhonov(torch.as_tensor(y)[None, None], params[f"s{s:g}"])[0, 0].numpy() for y in ys]
+        return lambda ys, s: [O.from_batch(O.tikhonov(O.to_batch(y), params[f"s{s:g}"])) for y in ys]
     if method == "tv":
         return lambda ys, s: [B.tv_denoise(y, params[f"s{s:g}"]) for y in ys]
     if method == "dncnn":
@@ -53,11 +53,10 @@ def denoiser(method: str, model, params: dict):
 
         def f(ys, s):
             with torch.no_grad():
-                return [model(torch.as_tensor(y, device=dev)[None, None])[0, 0].cpu().numpy() for y in ys]
+                return [O.from_batch(model(O.to_batch(y, dev))) for y in ys]
         return f
     if method == "drunet":  # non-blind: told the test noise level, as DEAL is
-        return lambda ys, s: [DR.denoiser_at(model, s)(torch.as_tensor(y, device=model_device(model))[None, None])
-                              [0, 0].cpu().numpy() for y in ys]
+        return lambda ys, s: [O.from_batch(DR.denoiser_at(model, s)(O.to_batch(y, model_device(model)))) for y in ys]
     raise KeyError(method)
 
 
@@ -67,7 +66,7 @@ def deblurrer(method: str, model, cfg: dict):
     if method == "noisy":
         return lambda y, b, p: y
     if method == "tikhonov":
-        return lambda y, b, p: O.tikhonov(torch.as_tensor(y)[None, None], p, b)[0, 0].numpy()
+        return lambda y, b, p: O.from_batch(O.tikhonov(O.to_batch(y), p, b))
     if method == "tv":
         return lambda y, b, p: B.tv_deblur(y, b, p, int(d["tv_iters"]))
     dev = model_device(model)
@@ -79,10 +78,10 @@ def deblurrer(method: str, model, cfg: dict):
     if method in TRAINED:
         def f(y, b, p):
             b = b.to(dev)
-            yt = torch.as_tensor(y, device=dev)[None, None]
+            yt = O.to_batch(y, dev)
             x = model.solve_inverse_problem(yt, b.A, b.At, float(d["sigma_denoiser"]), p, n_out=int(d["n_out"]),
                                             n_in=int(d["n_in"]), eps_in=float(d["eps_in"]), eps_out=float(d["eps_out"]))
-            return x[0, 0].cpu().numpy()
+            return O.from_batch(x)
         return f
     raise KeyError(method)
 
@@ -105,7 +104,7 @@ def tune(cfg: dict, method: str, model, data_dir: Path) -> dict:
             out[f"s{s:g}"] = float(grid[int(np.argmax(scores))])
     if method in DEBLUR_GRID and cfg["deblur"].get("enabled", True):
         y = blurred(cfg, val, 10_000, 0)
-        b = blur_of(cfg, val.shape)
+        b = blur_of(cfg, val.shape[-2:])
         grid = cfg["deblur"][DEBLUR_GRID[method]]
         f = deblurrer(method, model, cfg)
         scores = [O.psnr(f(y, b, p), val) for p in grid]
@@ -133,7 +132,8 @@ def deal_denoise(cfg, model, ys: list, sigma: float):
     n = len(ys)
     final, at_depth, last, masks, residuals, iters = [None] * n, [None] * n, [None] * n, [None] * n, [], []
     for group in _by_shape([(str(i), y) for i, y in enumerate(ys)]):
-        y = torch.as_tensor(np.stack([ys[i] for i in group]), device=model_device(model))[:, None]
+        y = torch.as_tensor(np.stack([ys[i] for i in group]), device=model_device(model))
+        y = y[:, None] if y.ndim == 3 else y  # gray (h, w) images get their channel axis
         res, its = [], []
         with torch.no_grad():
             model.denoise(y, sigma, n_out=int(e["n_out"]), n_in=int(e["n_in"]), eps_in=float(e["eps_in"]),
@@ -146,9 +146,9 @@ def deal_denoise(cfg, model, ys: list, sigma: float):
         mask = (model.mask if torch.is_tensor(model.mask) else torch.ones_like(its[stop])).cpu()
         its = [its[stop].cpu(), its[min(depth, len(its)) - 1].cpu(), its[-1].cpu()]
         for j, i in enumerate(group):
-            final[i] = its[0][j, 0].numpy()
-            at_depth[i] = its[1][j, 0].numpy()
-            last[i] = its[2][j, 0].numpy()
+            final[i] = O.from_batch(its[0][j:j + 1])
+            at_depth[i] = O.from_batch(its[1][j:j + 1])
+            last[i] = O.from_batch(its[2][j:j + 1])
             masks[i] = mask[j].mean(0).numpy()
     return final, at_depth, last, masks, residuals, iters
 
@@ -199,7 +199,7 @@ def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir: Path,
         targets = load_images(data_dir / "deblur.npz")
         outs, t0 = [], time.process_time()
         for i, (_, im) in enumerate(targets):
-            outs.append(f(blurred(cfg, im, seed, i), blur_of(cfg, im.shape), params.get("deblur")))
+            outs.append(f(blurred(cfg, im, seed, i), blur_of(cfg, im.shape[-2:]), params.get("deblur")))
         dt = time.process_time() - t0
         rows += [{"setting": "deblur", "metric": "psnr", "value": np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, targets)])},
                  {"setting": "deblur", "metric": "ssim", "value": np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, targets)])},

@@ -10,13 +10,15 @@ import numpy as np
 def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
     from icml25.core import figures as F
 
-    from .study import METHODS, PAPER_PSNR
+    from .study import METHODS, paper_reference
 
     methods = [m for m in cfg["methods"] if m in METHODS]
     labels = {m: METHODS[m].label for m in methods}
     colors = F.method_colors(methods, "deal")
     sigmas = [float(s) for s in cfg["eval"]["sigmas"]]
-    tasks = [(f"denoise/s{s:g}", f"denoising σ={s:g}", PAPER_PSNR.get(int(s))) for s in sigmas]
+    paper_label, paper_psnr, _ = paper_reference(cfg)
+    paper_set = "CBSD68" if cfg["data"].get("color") else "BSD68"
+    tasks = [(f"denoise/s{s:g}", f"denoising σ={s:g}", paper_psnr.get(int(s))) for s in sigmas]
     if cfg["deblur"].get("enabled", True):
         tasks.append(("deblur", "deblurring (models reused)", None))
     out = []
@@ -24,15 +26,15 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
     fig, axes = F.panels(len(tasks), name="psnr", title=f"PSNR per method and task ({cfg['scale']} scale)")
     for ax, (setting, title, paper) in zip(axes, tasks):
         F.bars(ax, agg, methods, setting, "psnr", labels=labels, colors=colors, paper_method="deal",
-               paper={"deal": paper} if paper else None, paper_label="paper (BSD68)", ylabel="PSNR (dB)", title=title)
+               paper={"deal": paper} if paper else None, paper_label=f"paper ({paper_set})", ylabel="PSNR (dB)", title=title)
         vals = agg[(agg.setting == setting) & (agg.metric == "psnr")]["mean"]
         if len(vals):
             ax.set_ylim(float(vals.min()) - 2, max(float(vals.max()), paper or 0) + 1)
     F.legend(fig, ncols=3)
     F.caption(fig, "PSNR on the test crops (outputs clipped to [0, 1]) per method: denoising at each noise level and "
                    "deblurring with the denoising-trained models (DEAL: lambda tuned on the validation image; DnCNN: "
-                   "plug-and-play HQS). " + F.SPREAD + ". Stars: the paper's DEAL on BSD68 (other images, full-size "
-                   "model), not comparable in absolute value.")
+                   "plug-and-play HQS). " + F.SPREAD + f". Stars: the paper's DEAL on {paper_set} (other images at mini, "
+                   "full-size model), not comparable in absolute value there.")
     out.append(fig)
 
     if ctx is not None:
@@ -67,6 +69,15 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
     return out
 
 
+def _show(im):
+    """For display: colour (3, h, w) -> (h, w, 3); gray unchanged."""
+    return np.moveaxis(im, 0, -1) if im.ndim == 3 else im
+
+
+def _profile(im, row):
+    return (im.mean(0) if im.ndim == 3 else im)[row]
+
+
 def _example(F, pick, labels):
     deal = pick["deal"]
     from .operators import psnr
@@ -79,9 +90,9 @@ def _example(F, pick, labels):
     n = len(panels) + int(has_mask) + 1
     fig, axes = F.panels(n, ncols=4, name="example", size=(2.6, 2.6),
                          title=f"Test image '{deal['image']}', σ={float(deal['sigma']):g}, seed {0}")
-    row = deal["clean"].shape[0] // 2
+    row = deal["clean"].shape[-2] // 2
     for ax, (name, im, p) in zip(axes, panels):
-        ax.imshow(np.clip(im, 0, 1), cmap="gray", vmin=0, vmax=1)
+        ax.imshow(np.clip(_show(im), 0, 1), cmap="gray", vmin=0, vmax=1)
         ax.axhline(row, color="#e08a1e", lw=0.6, label="profiled row")
         ax.set_title(name + ("" if p is None else f" ({p:.2f} dB)"))
         ax.set_xlabel("x (px)")
@@ -99,7 +110,7 @@ def _example(F, pick, labels):
         i += 1
     ax = axes[i]
     for name, im, _ in panels:
-        ax.plot(np.clip(im[row], 0, 1), lw=0.8, label=name)
+        ax.plot(np.clip(_profile(im, row), 0, 1), lw=0.8, label=name)
     if has_mask:
         ax.plot(deal["mask"][row], lw=0.8, ls=":", color="black", label="DEAL mask")
     ax.set_title(f"row {row}")

@@ -5,7 +5,8 @@ The normalisation divides by sqrt(L), L = max |DFT(kernel of W^T W)| on an `sn_s
 "Fourier" estimate of ||W||^2, differentiable, recomputed from the current weights on every call of
 `normalise()` (DEAL calls it at the start of every denoise / solve). Convolutions use zero padding of
 the first kernel's half-width, as the official code does. L starts at 1 and is only recomputed by
-`normalise()`, which DEAL calls for W (not for the mask's M1, as in the official code).
+`normalise()`, which DEAL calls for W (not for the mask's M1, as in the official code). Colour input
+(channels[0] = 3, the official colour model [3, 12, 24, 128]) uses the official colour estimate of L.
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class MultiConv2d(nn.Module):
     def raw_WtW_kernel(self, ws) -> torch.Tensor:
         n = 4 * self.pad_total + 1
         dirac = torch.zeros(1, self.channels[0], n, n, dtype=ws[0].dtype, device=ws[0].device)
-        dirac[0, 0, n // 2, n // 2] = 1.0
+        # the impulse in the middle input channel (gray: 0; colour: 1, green), as the official code
+        dirac[0, self.channels[0] // 2, n // 2, n // 2] = 1.0
         return self._convT(self._conv(dirac, ws), ws)
 
     def normalise(self) -> torch.Tensor:
@@ -54,7 +56,11 @@ class MultiConv2d(nn.Module):
         mask network's M1 is never normalised (as in the official code, where only W1 is)."""
         kernel = self.raw_WtW_kernel(self.kernels())
         p = (self.sn_size - 1) // 2 - self.pad_total
-        self.L = torch.fft.fft2(F.pad(kernel, (p, p, p, p))).abs().max()
+        spectrum = torch.fft.fft2(F.pad(kernel, (p, p, p, p))).abs()
+        if self.channels[0] == 1:
+            self.L = spectrum.max()
+        else:  # colour: the official estimate, the sum over input channels of each channel's peak response
+            self.L = sum(spectrum[:, c].max() for c in range(self.channels[0]))
         return self.L
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,17 @@ import numpy as np
 import torch
 
 
+def to_batch(im, device=None) -> torch.Tensor:
+    """A gray (h, w) or colour (c, h, w) image -> a (1, c, h, w) tensor."""
+    t = torch.as_tensor(im, device=device)
+    return t[None, None] if t.ndim == 2 else t[None]
+
+
+def from_batch(t: torch.Tensor) -> np.ndarray:
+    """(1, c, h, w) -> (h, w) for one channel, else (c, h, w); numpy on the host."""
+    return (t[0, 0] if t.shape[1] == 1 else t[0]).cpu().numpy()
+
+
 def gaussian_kernel(size: int, sigma: float) -> np.ndarray:
     r = np.arange(size) - (size - 1) / 2
     g = np.exp(-(r[:, None] ** 2 + r[None, :] ** 2) / (2 * sigma ** 2))
@@ -25,7 +36,7 @@ def otf(kernel: np.ndarray, shape, device=None) -> torch.Tensor:
 
 
 class Blur:
-    """y = k * x (circular) for images (B, 1, h, w)."""
+    """y = k * x (circular) for images (B, c, h, w), each channel alike; `shape` is (h, w)."""
 
     def __init__(self, kernel: np.ndarray, shape, device=None):
         self.kernel, self.shape = kernel, tuple(shape)
@@ -69,4 +80,6 @@ def psnr(x, ref) -> float:
 def ssim(x, ref) -> float:
     from skimage.metrics import structural_similarity
 
-    return float(structural_similarity(np.clip(x, 0, 1).astype(np.float64), ref.astype(np.float64), data_range=1.0))
+    # colour (c, h, w): the mean SSIM over the channels
+    return float(structural_similarity(np.clip(x, 0, 1).astype(np.float64), ref.astype(np.float64), data_range=1.0,
+                                       channel_axis=0 if ref.ndim == 3 else None))

@@ -56,6 +56,15 @@ METRICS = {
 TRAINED = ("deal", "deal_noattn", "dncnn")
 # the paper's BSD68 gray PSNRs (repository notebook table_1_gray_denoising.ipynb)
 PAPER_PSNR = {5: 37.85, 15: 31.61, 25: 29.16}
+# CBSD68 colour, 256x256 centre crops (table_1_color_denoising.ipynb)
+PAPER_PSNR_COLOR = {5: 40.33, 15: 33.95, 25: 31.31}
+
+
+def paper_reference(cfg):
+    """(row label, PSNR per sigma, parameters) of the paper's DEAL for this scale's data."""
+    if cfg["data"].get("color"):
+        return "DEAL, paper (CBSD68 colour, 256px crops)", PAPER_PSNR_COLOR, "847,002"
+    return "DEAL, paper (BSD68 gray, 128 ch, 9x9)", PAPER_PSNR, "468,570"
 
 
 def validate(cfg: dict) -> None:
@@ -68,8 +77,10 @@ def validate(cfg: dict) -> None:
     if not sig or any(float(s) <= 0 for s in sig):
         raise UserError(f"deal: eval.sigmas must be positive noise levels (0-255 units), got {sig}")
     m = cfg["model"]
-    if int(m["channels"][0]) != 1 or int(m["kernel"]) % 2 == 0:
-        raise UserError(f"deal: model needs gray input (channels[0] = 1) and an odd kernel, got {m}")
+    want = 3 if cfg["data"].get("color") else 1
+    if int(m["channels"][0]) != want or int(m["kernel"]) % 2 == 0:
+        raise UserError(f"deal: model needs channels[0] = {want} ({'colour' if want == 3 else 'gray'} data) and an "
+                        f"odd kernel, got {m}")
     for key in ("train_splits", "test_splits"):
         bad = [s for s in cfg["data"][key] if s not in cfg["data"]["splits"]]
         if bad:
@@ -107,14 +118,14 @@ def _load_model(cfg, method, run_dir: Path, data_dir: Path):
     if method == "drunet":  # pretrained, not trained here: the weights staged by preprocess
         from . import drunet
 
-        return drunet.load(data_dir / drunet.WEIGHTS, training.device_of(cfg))
+        return drunet.load(data_dir / drunet.WEIGHTS, training.device_of(cfg), int(cfg["model"]["channels"][0]))
     if method not in TRAINED:
         return None
     model = training.build_deal(cfg, method == "deal") if method != "dncnn" else None
     if method == "dncnn":
         from .baselines import DnCNN
 
-        model = DnCNN(int(cfg["dncnn"]["depth"]), int(cfg["dncnn"]["features"]))
+        model = DnCNN(int(cfg["dncnn"]["depth"]), int(cfg["dncnn"]["features"]), int(cfg["model"]["channels"][0]))
     model.load_state_dict(torch.load(run_dir / "model.pt", weights_only=True, map_location="cpu"))
     model.to(training.device_of(cfg))
     model.eval()
@@ -191,14 +202,15 @@ def make_table(agg, cfg):
         cpu = lookup(agg, m, "train", "train_cpu_s")
         r["train CPU s"] = "–" if cpu is None else f"{cpu[0]:.0f}"
         rows.append(r)
-    paper = {"method": "DEAL, paper (BSD68 gray, 128 ch, 9x9)"}
+    label, paper_psnr, paper_params = paper_reference(cfg)
+    paper = {"method": label}
     for s in _sigmas(cfg):
-        v = PAPER_PSNR.get(int(s))
+        v = paper_psnr.get(int(s))
         paper[f"PSNR σ={s:g}"] = "–" if v is None else f"{v:.2f}"
         paper[f"SSIM σ={s:g}"] = "–"
     if cfg["deblur"].get("enabled", True):
         paper["deblur PSNR"] = paper["deblur SSIM"] = "–"
-    paper["params"], paper["train CPU s"] = "468,570", "–"
+    paper["params"], paper["train CPU s"] = paper_params, "–"
     rows.append(paper)
     if "deal" in cfg["methods"]:
         for s in _sigmas(cfg):

@@ -31,7 +31,8 @@ def _batches(patches: np.ndarray, batch: int, steps: int, sigma_range, seed: int
     """(clean, noisy, sigma) batches: random patches, random flips, sigma ~ U[sigma_range] per patch; drawn
     on the host (the same batches on every device), then moved."""
     g = torch.Generator().manual_seed(seed)
-    data = torch.as_tensor(patches)[:, None]
+    data = torch.as_tensor(patches)
+    data = data[:, None] if data.ndim == 3 else data  # gray patches get their channel axis; colour have one
     lo, hi = float(sigma_range[0]), float(sigma_range[1])
     for _ in range(steps):
         idx = torch.randint(len(data), (batch,), generator=g)
@@ -73,7 +74,7 @@ def train_dncnn(cfg: dict, patches: np.ndarray, seed: int, log_every: int = 10):
     d = cfg["dncnn"]
     torch.manual_seed(seed)
     dev = device_of(cfg)
-    model = DnCNN(int(d["depth"]), int(d["features"])).to(dev)
+    model = DnCNN(int(d["depth"]), int(d["features"]), int(cfg["model"]["channels"][0])).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=float(d["lr"]))
     curve, t0 = [], time.process_time()
     for step, (x, y, _) in enumerate(_batches(patches, int(d["batch"]), int(d["steps"]), cfg["train"]["sigma_range"], seed, dev)):
