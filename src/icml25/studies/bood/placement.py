@@ -6,15 +6,18 @@ are written from the host (`host_state`), so they load anywhere.
 """
 from __future__ import annotations
 
-import torch
-
 from icml25.core.errors import UserError
+
+# torch is imported inside the functions: study.validate reads CHOICES, and every stage's light start-up
+# (`icml25 noop`, the table / summary stages) must not import torch.
 
 CHOICES = ("cpu", "cuda", "auto")
 
 
 def device_of(cfg: dict) -> torch.device:
     """The resolved `device` of a config (cpu when unset: mini and smoke)."""
+    import torch
+
     want = str(cfg.get("device", "cpu"))
     if want not in CHOICES:
         raise UserError(f"bood: device must be one of {', '.join(CHOICES)}, got {want!r}")
@@ -31,7 +34,7 @@ def place(obj, device: torch.device):
     return obj.to(device)
 
 
-def host_state(model: torch.nn.Module) -> dict:
+def host_state(model: "torch.nn.Module") -> dict:
     """The state dict with every tensor on the CPU, for torch.save (its version metadata kept)."""
     sd = model.state_dict()
     out = type(sd)((k, v.detach().cpu()) for k, v in sd.items())
