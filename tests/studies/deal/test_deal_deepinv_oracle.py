@@ -1,12 +1,13 @@
 """With identical weights at the paper's widths (channels [1, 4, 8, 128], 9x9 kernels), our DEAL's denoising
 inference matches `deepinv.models.DEAL` (deepinv's port of the official code), used here only as an
-inference oracle (its training path is broken in 0.5.0). The `deepinv` fixture is in this folder's conftest.py."""
+inference oracle (its training path is broken in 0.5.0). The `deepinv` fixture is in deal_deepinv.py."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from icml25.studies.deal.deal_model import DEAL
+from deal_deepinv import deepinv  # noqa: F401  (the fixture)
 
 
 def _copy_weights(ours: DEAL, impl) -> None:

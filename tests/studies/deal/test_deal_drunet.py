@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from deal_deepinv import deepinv  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
 

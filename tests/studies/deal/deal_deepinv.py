@@ -1,4 +1,5 @@
-"""deepinv for this study's tests: imported beside a stub torchvision where the real one is missing (the CPU
+"""The `deepinv` fixture for this study's tests (imported by them; a conftest.py here would shadow tests/conftest.py for
+the `from conftest import ...` of other modules): deepinv imported beside a stub torchvision where the real one is missing (the CPU
 torch 2.13 here has none; deepinv imports it at import time, and neither DEAL nor DRUNet calls it)."""
 from __future__ import annotations
 
