@@ -69,3 +69,45 @@ def run_tasks(calls: list, workers: int) -> list:
                              initializer=set_threads, initargs=(1,)) as pool:
         futures = [pool.submit(fn, *args) for fn, args in calls]
         return [f.result() for f in futures]
+
+
+# --- where a study's torch stages run -----------------------------------------------------------------------
+# The `device` setting: cpu (smoke, mini), cuda, or auto (CUDA when there is one: the full scale). torch is
+# imported inside the functions: studies' validate() calls check_device, and light stages must not load torch.
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def check_device(cfg: dict) -> str:
+    """The `device` setting of a study config (cpu when unset), refused unless one of DEVICES."""
+    want = str(cfg.get("device", "cpu"))
+    if want not in DEVICES:
+        from .errors import UserError
+
+        raise UserError(f"{cfg.get('study', 'study')}: device must be one of {', '.join(DEVICES)}, got {want!r}")
+    return want
+
+
+def device_of(cfg: dict):
+    """The resolved torch.device of a config's `device` setting; cuda without a CUDA device is refused."""
+    import torch
+
+    want = check_device(cfg)
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    elif want == "cuda" and not torch.cuda.is_available():
+        from .errors import UserError
+
+        raise UserError(f"{cfg.get('study', 'study')}: device: cuda, but torch sees no CUDA device here "
+                        f"(torch.cuda.is_available() is False; torch {torch.__version__}, built for CUDA "
+                        f"{torch.version.cuda}); set device: auto or cpu")
+    return torch.device(want)
+
+
+def host_state(model) -> dict:
+    """A module's state dict with every tensor on the CPU, for torch.save: a checkpoint that loads anywhere
+    (the module versions in `_metadata` kept, as load_state_dict expects)."""
+    sd = model.state_dict()
+    out = type(sd)((k, v.detach().cpu()) for k, v in sd.items())
+    if hasattr(sd, "_metadata"):
+        out._metadata = sd._metadata
+    return out

@@ -1,5 +1,5 @@
-"""The `device` setting of bood: how it resolves (auto = CUDA when available, cuda without CUDA a clear error),
-which scales use which, and that every torch stage (stage-1 encoder, encoding, the decoder's training and
+"""The `device` setting of bood (resolved by core.runtime.device_of, tested in tests/core/test_runtime.py): which
+scales use which, and that every torch stage (stage-1 encoder, encoding, the decoder's training and
 sampling, BOOD's boundary search, Dream-OOD's sampler, stage-3 training with each regulariser, scoring, SD)
 puts its models and batches on the resolved device. Only the CPU exists here, so the CUDA case runs with
 `placement.place` watched: the test records where each model and batch is sent (and leaves them on the host)."""
@@ -16,20 +16,6 @@ from icml25.core.errors import UserError
 from icml25.studies.bood import placement as P
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_device_setting_resolves(monkeypatch):
-    assert P.device_of({}) == torch.device("cpu")
-    assert P.device_of({"device": "cpu"}) == torch.device("cpu")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert P.device_of({"device": "auto"}) == torch.device("cpu")
-    with pytest.raises(UserError, match="device: cuda.*no CUDA device"):
-        P.device_of({"device": "cuda"})
-    with pytest.raises(UserError, match="cpu, cuda, auto"):
-        P.device_of({"device": "gpu"})
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert P.device_of({"device": "auto"}) == torch.device("cuda")
-    assert P.device_of({"device": "cuda"}) == torch.device("cuda")
 
 
 def test_scales_declare_their_device():

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from icml25.core import config  # noqa: E402
+from icml25.core.errors import UserError  # noqa: E402
 from icml25.studies.gradmm import lm, transfer as T  # noqa: E402
 from icml25.studies.gradmm import study as ST  # noqa: E402
 
@@ -72,7 +73,7 @@ def test_models_load_on_the_configured_device_and_save_from_the_host(tmp_path):
     lm.save(model, tok, tmp_path / "again")
     assert lm.model_device(model) == torch.device("cpu")
     if not torch.cuda.is_available():
-        with pytest.raises((RuntimeError, AssertionError)):  # the configured device is used, not ignored
+        with pytest.raises(UserError, match="no CUDA device"):  # the configured device is used, not ignored
             ST._load(dict(cfg, device="cuda"), base)
 
 

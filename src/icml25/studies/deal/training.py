@@ -6,16 +6,10 @@ import time
 import numpy as np
 import torch
 
+from icml25.core.runtime import device_of  # noqa: F401 (the stages' training.device_of)
+
 from .baselines import DnCNN
 from .deal_model import DEAL
-
-
-def device_of(cfg: dict) -> torch.device:
-    """`device`: cpu (mini, smoke), cuda, or auto (cuda when available; the full scale)."""
-    want = str(cfg.get("device", "cpu"))
-    if want == "auto":
-        want = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(want)
 
 
 def model_device(model) -> torch.device:

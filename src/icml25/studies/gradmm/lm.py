@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from icml25.core.runtime import device_of  # noqa: F401 (the stages' lm.device_of)
+
 EOS = "<|endoftext|>"
 
 
@@ -61,16 +63,6 @@ def build_model(mcfg: dict, vocab_size: int, seed: int):
                      n_layer=int(mcfg["n_layer"]), n_head=int(mcfg["n_head"]), resid_pdrop=0.0, embd_pdrop=0.0,
                      attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
     return GPT2LMHeadModel(cfg)
-
-
-def device_of(cfg: dict):
-    """`device`: cpu (smoke, mini), cuda, or auto (cuda when available; the full scale)."""
-    import torch
-
-    want = str(cfg.get("device", "cpu"))
-    if want == "auto":
-        want = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(want)
 
 
 def model_device(model):

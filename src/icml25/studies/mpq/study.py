@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from icml25.core import runtime
 from icml25.core.errors import UserError
 from icml25.core.io import write_json
 from icml25.core.registry import Claim, ClaimResult, Method, Paper, Study, lazy_hook
@@ -70,8 +71,7 @@ def search_sets(cfg, method: str) -> list[str]:
 
 
 def validate(cfg: dict) -> None:
-    if str(cfg.get("device", "cpu")) not in ("cpu", "cuda", "auto"):  # training.DEVICES (torch stays lazy here)
-        raise UserError(f"mpq: device must be cpu, cuda or auto, got {cfg.get('device')!r}")
+    runtime.check_device(cfg)
     bits = list(cfg["model"]["bits"])
     if bits != sorted(set(bits)) or min(bits) < 2 or max(bits) > 8:
         raise UserError(f"mpq: model.bits must be increasing bit-widths in [2, 8], got {bits}")

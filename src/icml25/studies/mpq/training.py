@@ -14,29 +14,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from icml25.core.errors import UserError
+from icml25.core.runtime import device_of, host_state  # noqa: F401 (the stages' and tests' T.device_of)
 
 from .model import Net, layer_specs, load_fp_into
 from .quant import policy_bitops
 from .sharpness import adaptive_rho, sharpness, sharpness_aware_grads
 
 SEARCH_KINDS = {"dmpq": "plain", "sam": "sam", "asga": "asga", "gmpq": "attribution", "oracle": "plain"}
-
-
-DEVICES = ("cpu", "cuda", "auto")
-
-
-def device_of(cfg) -> torch.device:
-    """`device`: cpu (mini, smoke), cuda, or auto (CUDA when available: the full scale and its variants)."""
-    want = str(cfg.get("device", "cpu"))
-    if want not in DEVICES:
-        raise UserError(f"mpq: device must be one of {', '.join(DEVICES)}, got {want!r}")
-    if want == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if want == "cuda" and not torch.cuda.is_available():
-        raise UserError("mpq: device: cuda, but torch sees no CUDA device (torch.cuda.is_available() is False; "
-                        f"torch {torch.__version__}, built for CUDA {torch.version.cuda}); set device: auto or cpu")
-    return torch.device(want)
 
 
 def to_device(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
@@ -61,14 +45,6 @@ def to_labels(y: np.ndarray, dev: torch.device | None = None) -> torch.Tensor:
 
 def model_device(net) -> torch.device:
     return next(net.parameters()).device
-
-
-def host_state(net) -> dict:
-    """The network's state dict on the host (CPU tensors), so a checkpoint loads anywhere."""
-    sd = net.state_dict()
-    out = type(sd)((k, v.detach().cpu()) for k, v in sd.items())
-    out._metadata = getattr(sd, "_metadata", None)  # module versions, as load_state_dict expects
-    return out
 
 
 def sync(dev: torch.device) -> None:
