@@ -10,6 +10,7 @@ import torch
 
 from . import sm
 from . import trunc as TR
+from .adam import Adam
 from .metrics import roc_auc  # noqa: F401  (numpy only; re-exported: F.roc_auc)
 
 METHODS = ("marg_iw", "marg_var", "marg_var_diag", "em", "zeroed", "full")
@@ -30,7 +31,7 @@ class Objective:
         self.phi_steps = 0
         if method in VAR_METHODS:
             self.net = sm.VarNet(G, d, int(hp["var_hidden"]), gen=gen, diag=method == "marg_var_diag")
-            self.opt = torch.optim.Adam(self.net.parameters(), lr=float(hp["var_lr"]))
+            self.opt = Adam(self.net.parameters(), lr=float(hp["var_lr"]))  # torch.optim.Adam's arithmetic (adam.py)
 
     def train_phi(self, model, X, M, batch: int, dom=None):
         """L steps of the variational objective at the current theta (Alg. 2, inner loop)."""
@@ -42,7 +43,7 @@ class Objective:
             else:
                 J = sm.var_phi_objective(self.net, model, X[:, idx], M[:, idx], self.hp["var_objective"], 1,
                                          self.gen)
-            self.opt.zero_grad(set_to_none=True)
+            self.opt.zero_grad()
             J.sum().backward()
             self.opt.step()
             self.phi_steps += 1
@@ -147,7 +148,7 @@ def fit(method: str, groups: dict, hp: dict, seed: int, progress=None) -> dict:
                   "L": torch.zeros(g, d, d, requires_grad=True),
                   "logd": torch.zeros(g, d, requires_grad=True),
                   "checkpoints": sorted(int(c) for c in spec["checkpoints"]), "out": {}}
-            st["opt"] = torch.optim.Adam([st["mu"], st["L"], st["logd"]], lr=float(hp["adam_lr"]))
+            st["opt"] = Adam([st["mu"], st["L"], st["logd"]], lr=float(hp["adam_lr"]))
             if 0 in st["checkpoints"]:
                 st["out"][0] = (np.zeros((g, d), np.float32), np.tile(np.eye(d, dtype=np.float32), (g, 1, 1)))
             T = max(T, st["checkpoints"][-1])
