@@ -13,6 +13,8 @@ import pytest
 
 CANON = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]
 MIMIC_ORDER = ["I", "II", "III", "aVR", "aVF", "aVL", "V1", "V2", "V3", "V4", "V5", "V6"]
+# CODE-test's ecg_tracings.hdf5 stores aVL, aVF, aVR in that order (antonior92/automatic-ecg-diagnosis data/README.md)
+CODETEST_ORDER = ["I", "II", "III", "aVL", "aVF", "aVR", "V1", "V2", "V3", "V4", "V5", "V6"]
 
 
 def _lead_coded(names, n, fs=500):
@@ -118,7 +120,7 @@ def _site(site, rng):
     ct = site / "codetest"
     (ct / "data" / "annotations").mkdir(parents=True)
     with h5py.File(ct / "data" / "ecg_tracings.hdf5", "w") as h:
-        h["tracings"] = np.stack([_lead_coded(CANON, 4096, 400)] * 3).astype(np.float32)
+        h["tracings"] = np.stack([_lead_coded(CODETEST_ORDER, 4096, 400)] * 3).astype(np.float32)
     pd.DataFrame({"1dAVb": [1, 0, 0], "RBBB": [0, 1, 0], "LBBB": [0, 0, 0], "SB": [0, 0, 1], "AF": [0, 1, 0],
                   "ST": [0, 0, 0]}).to_csv(ct / "data" / "annotations" / "gold_standard.csv", index=False)
     with zipfile.ZipFile(ct / "data.zip", "w") as z:
@@ -243,6 +245,8 @@ def test_code_hdf5_join_and_rate(full_run):
         assert np.allclose(by_id[str(k)][1][:, 50:150].mean(-1), (k - 100) * np.arange(1, 13), rtol=0.02)
     assert tr["x"].shape[1:] == (12, 200)                          # 400 Hz -> 100 Hz, cut to 2 s
     assert te["y"].tolist() == [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0]]
+    # CODE-test's file order (aVL, aVF, aVR) is put back in the canonical order by the config's lead names
+    assert np.allclose(te["x"][:, :, 50:150].mean(-1), np.arange(1, 13), rtol=0.02)
     assert not set(tr["ids"]) & set(te["ids"])
 
 
@@ -273,3 +277,39 @@ def test_task_means_skip_out_of_mean_tasks(full_run, monkeypatch):
     got = {r["setting"]: r["value"] for r in rows if r["metric"] == "auc"}
     assert got["lp1.code"] == 0.1 and got["lp1.csn"] == 0.5
     assert got["lp1"] == pytest.approx(np.mean([0.6, 0.7, 0.8, 0.9, 0.5, 0.5]))   # CODE is not in the mean
+
+
+# Rows of the PhysioNet/CinC Challenge 2020 mapping tables (physionetchallenges/evaluation-2020,
+# dx_mapping_scored.csv and dx_mapping_unscored.csv): Dx, SNOMED-CT code, abbreviation, records in the CPSC source.
+# The nine codes with CPSC records are CPSC2018's nine classes; the scored PVC / VPB codes have none there.
+CINC2020_DX = """Dx,SNOMED CT Code,Abbreviation,CPSC
+1st degree av block,270492004,IAVB,722
+atrial fibrillation,164889003,AF,1221
+complete right bundle branch block,713427006,CRBBB,0
+left bundle branch block,164909002,LBBB,236
+premature atrial contraction,284470004,PAC,616
+premature ventricular contractions,427172004,PVC,0
+right bundle branch block,59118001,RBBB,1857
+sinus rhythm,426783006,NSR,918
+supraventricular premature beats,63593006,SVPB,0
+ventricular premature beats,17338001,VPB,0
+st depression,429622005,STD,869
+st elevation,164931005,STE,220
+ventricular ectopics,164884008,VEB,700
+"""
+
+
+def test_cpsc_codes_are_the_challenge_tables_cpsc_codes(tmp_path):
+    """The config's CPSC2018 code table is exactly the set of codes that label CPSC records in the challenge's
+    headers (a PVC class coded 427172004 or 17338001 would label no CPSC record at all)."""
+    import pandas as pd
+
+    from icml25.core import config
+    from conftest import REPO
+
+    (tmp_path / "dx.csv").write_text(CINC2020_DX)
+    tab = pd.read_csv(tmp_path / "dx.csv", dtype={"SNOMED CT Code": str})
+    in_cpsc = set(tab.loc[tab["CPSC"] > 0, "SNOMED CT Code"])
+    codes = config.effective(config.load_study(REPO, "dbeta"), "full")["data"]["tasks"]["cpsc2018"]["codes"]
+    assert set(codes.values()) == in_cpsc and len(codes) == 9
+    assert codes["VPC"] == "164884008"       # "ventricular ectopics": CPSC's 700 PVC records

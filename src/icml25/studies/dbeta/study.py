@@ -259,9 +259,10 @@ STUDY = Study(
                  "meaningless (tests only).",
         "mini": "simulated 12-lead ECGs (batched ECGSYN, 5 s at 100 Hz, 9 conditions, nuisances, no min-max "
                 "scaling) with templated reports: 3000 pretraining pairs, 2000/1000 downstream records from "
-                "another generator seed, a shifted 1000-record test set; ~1M-parameter towers (4-layer 128-d ECG "
-                "transformer, 2-layer 128-d T5 encoder from a local directory, 2 cross layers per stream), 300 "
-                "steps of batch 64 per arm; N3S on a frozen random-init T5 (stands in for flan-t5-small).",
+                "another generator seed, a shifted 1000-record test set; ~2.2M-parameter towers (4-layer 128-d ECG "
+                "transformer with lead masking 0.5, 2-layer 128-d T5 encoder from a local directory, 2 cross layers "
+                "per stream), 250 steps of batch 32 per arm; N3S on a frozen random-init T5 (stands in for "
+                "flan-t5-small).",
         "full": "the paper's setup: MIMIC-IV-ECG pretraining (10 s at 500 Hz, machine reports); downstream PTB-XL "
                 "(super / sub / form / rhythm), CPSC2018, Chapman-Shaoxing-Ningbo (wfdb) and CODE (CODE-15% part 0 "
                 "to train the probe, CODE-test to test; h5py); flan-t5-base text encoder, flan-t5-small N3S index, "
