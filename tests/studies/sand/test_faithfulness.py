@@ -441,3 +441,49 @@ def test_madelon_claim_compares_with_the_paper_protocol():
     assert res.verdict == "fails"  # madelon500 loses although madelon_like wins
     with pytest.raises(KeyError):
         S.claim_madelon_vs_stg(_agg(base), cfg)
+
+
+# ------------------------------------------------------------------------------------------
+# cost cuts that must not move a number (issue 31's budget)
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("weight_decay,gate_lr", [(0.0, None), (1e-3, 0.01)])
+def test_adam_step_is_torch_adam_bit_for_bit(weight_decay, gate_lr):
+    """fit's adam_step calls torch's fused kernel directly: after many steps (an STG gate front with its
+    own lr group, weight decay) parameters and Adam moments equal torch's own step exactly."""
+    from icml25.studies.sand.mlp import _plain_fused, adam_step, loss_fn, make_adam
+
+    X, y = torch.randn(64, 12), torch.randint(0, 3, (64,))
+    runs = []
+    for fast in (False, True):
+        torch.manual_seed(0)
+        gate = B.STGGate(12)
+        model = MLP(12, 8, 3, front=gate)
+        opt = make_adam(model, 1e-3, {gate.mu: gate_lr} if gate_lr else None, weight_decay)
+        assert _plain_fused(opt)  # else this test would compare torch's step with itself
+        for _ in range(50):
+            if fast:
+                loss_fn("clf", model(X), y).backward()
+                adam_step(opt)
+            else:
+                opt.zero_grad(set_to_none=True)
+                loss_fn("clf", model(X), y).backward()
+                opt.step()
+        moments = [opt.state[p][key] for p in model.parameters() for key in ("exp_avg", "exp_avg_sq", "step")]
+        runs.append([t.detach().clone() for t in list(model.parameters()) + moments])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+def test_stg_trials_cut_keeps_the_first_trials_and_the_retraining():
+    """The mini runs two bisection trials where the third never won: trials 1-2 and the retraining of a
+    lambda they chose must be the same as in a three-trial search (one RNG stream, retraining reseeded)."""
+    data = _toy_clf(n=300, d=12)
+    hp = {"epochs": 6, "stg_lambda_lo": 1e-3, "stg_lambda_hi": 0.1, "stg_gate_lr": 0.05}
+    r2 = run_method("stg", data, "clf", 3, {**hp, "stg_trials": 2}, seed=3)
+    r3 = run_method("stg", data, "clf", 3, {**hp, "stg_trials": 3}, seed=3)
+    assert r3["metrics"]["stg_trials"] == 3 and r3["metrics"]["stg_lambda"] == pytest.approx(0.01)  # trial 1 won
+    first = [c for c in r2["curves"] if c["metric"].startswith("stg_trial")]
+    assert first and first == [c for c in r3["curves"] if c["metric"].startswith(("stg_trial0/", "stg_trial1/"))]
+    assert r2["selected"] == r3["selected"]
+    m2, m3 = r2["metrics"], r3["metrics"]
+    assert [m2[k] for k in ("stg_lambda", "stg_n_open", "val_metric", "test_metric")] == \
+        [m3[k] for k in ("stg_lambda", "stg_n_open", "val_metric", "test_metric")]

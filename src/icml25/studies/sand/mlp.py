@@ -79,6 +79,47 @@ def make_adam(model: nn.Module, lr: float, param_lrs: dict | None = None,
         return torch.optim.Adam(groups, lr=lr, weight_decay=weight_decay)
 
 
+def _plain_fused(opt: torch.optim.Optimizer) -> bool:
+    """A fused torch Adam with none of the options adam_step leaves to torch's own step."""
+    d = opt.defaults
+    return (isinstance(opt, torch.optim.Adam) and bool(d.get("fused")) and hasattr(torch, "_fused_adam_")
+            and not any(d.get(key) for key in ("amsgrad", "maximize", "capturable", "differentiable",
+                                               "decoupled_weight_decay")))
+
+
+def adam_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step(); opt.zero_grad(set_to_none=True)`` for a fused Adam, calling the same kernel
+    (``torch._fused_adam_``, after the same ``step += 1``) with the same state, minus the optimiser's
+    per-call wrapper (hooks, profiler ranges, device grouping): that wrapper cost ~50 us a step, a
+    quarter of a step on the small MLPs here. Bit-identical to torch's step (tested); any other
+    optimiser, or a torch without the kernel, takes torch's own step."""
+    if not _plain_fused(opt):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return
+    for group in opt.param_groups:
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            continue
+        states = []
+        for p in params:
+            st = opt.state[p]
+            if not st:  # as torch's _init_group for a fused Adam: a float32 step, zero moments
+                st["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            states.append(st)
+        steps = [st["step"] for st in states]
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(params, [p.grad for p in params], [st["exp_avg"] for st in states],
+                           [st["exp_avg_sq"] for st in states], [], steps, amsgrad=False, lr=group["lr"],
+                           beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], eps=group["eps"],
+                           maximize=False, grad_scale=None, found_inf=None)
+        for p in params:
+            p.grad = None
+
+
 def fit(model: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xva: torch.Tensor, yva: torch.Tensor,
         task: str, epochs: int, batch_size: int = 64, lr: float = 1e-3,
         penalty: Callable[[], torch.Tensor] | None = None, prefix: str = "",
@@ -97,12 +138,13 @@ def fit(model: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xva: torch.Tenso
         tot, nb = 0.0, 0
         for i in range(0, n, batch_size):
             idx = perm[i:i + batch_size]
-            loss = loss_fn(task, model(Xtr[idx]), ytr[idx])
+            # index_select: the same rows as Xtr[idx], without advanced indexing's per-call overhead
+            # (about 40 us a batch on Fashion's 784 columns)
+            loss = loss_fn(task, model(Xtr.index_select(0, idx)), ytr.index_select(0, idx))
             if penalty is not None:
                 loss = loss + penalty()
-            opt.zero_grad(set_to_none=True)
             loss.backward()
-            opt.step()
+            adam_step(opt)  # step, then grads to None (the old zero_grad before backward)
             tot += float(loss.detach())
             nb += 1
         curves.append({"step": ep, "metric": f"{prefix}train_loss", "value": tot / max(nb, 1)})
