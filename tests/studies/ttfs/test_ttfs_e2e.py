@@ -19,12 +19,12 @@ def test_smoke_through_snakemake(study_smoke):
     assert [c["id"] for c in claims] == ["ttfs_exact_lossless", "ttfs_approaches_ann", "naive_ttfs_loses",
                                          "ttfs_fewer_sops_than_rate", "energy_ratio_20_25"]
     md = (res / "tables" / f"{STUDY}.md").read_text()
-    assert "TTFSFormer" in md and "rate coding (spikingjelly STA)" in md
+    assert "TTFSFormer" in md and "rate coding (spikingjelly STA)" in md and "SpikeZIP-TF" in md
     figs = json.loads((res / "figures" / STUDY / "figures.json").read_text())["figures"]
     assert {f["name"] for f in figs} == {"ttfs_acc_vs_p", "ttfs_sops_vs_acc", "ttfs_energy_ratio"}
     assert all(f["caption"] for f in figs)
     runs = json.loads((res / STUDY / "mlflow_runs.json").read_text())["runs"]
-    assert len(runs) == 4  # methods x seeds
+    assert len(runs) == 5  # methods x seeds
     rec = json.loads((res / STUDY / "ttfs" / "seed0" / "metrics.json").read_text())
     cells = {(r["setting"], r["metric"]): r["value"] for r in rec["metrics"]}
     assert cells[("digits|vit|exact", "max_spikes_per_neuron")] <= 1

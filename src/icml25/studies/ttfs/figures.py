@@ -37,9 +37,13 @@ def figures(agg, cfg, out_dir):
     dss = list(cfg["datasets"])
     if vit and "rate_sta" in cfg["methods"]:
         fig, axes = F.panels(len(dss), name="ttfs_sops_vs_acc", title="SOPs per image against accuracy")
-        colors = F.method_colors(["ttfs", "rate_sta"], "ttfs")
+        rates = [m for m in ("rate_sta", "rate_spikezip") if m in cfg["methods"]]
+        colors = F.method_colors(["ttfs", *rates], "ttfs")
+        series = [("ttfs", [_p_label(p) for p in ps]), ("rate_sta", [f"T{int(t)}" for t in cfg["rate"]["T"]])]
+        if "rate_spikezip" in rates:
+            series.append(("rate_spikezip", [f"T{int(t)}" for t in cfg["spikezip"]["T"]]))
         for ax, ds in zip(axes, dss):
-            for m, keys in (("ttfs", [_p_label(p) for p in ps]), ("rate_sta", [f"T{int(t)}" for t in cfg["rate"]["T"]])):
+            for m, keys in series:
                 pts = []
                 for k in keys:
                     s = setting(ds, vit[0], k)
@@ -58,8 +62,8 @@ def figures(agg, cfg, out_dir):
             ax.set_ylabel("test accuracy (%)")
             ax.set_title(f"{ds} / {vit[0]}")
         F.legend(fig)
-        F.caption(fig, "Accuracy against SOPs per image: TTFS over the timing resolutions p, spikingjelly's STA rate "
-                       "coding over the time steps T (labels); means over seeds.")
+        F.caption(fig, "Accuracy against SOPs per image: TTFS over the timing resolutions p, spikingjelly's STA and "
+                       "SpikeZIP-TF rate coding over the time steps T (labels); means over seeds.")
         out.append(fig)
 
     # 3. energy ratio per model (exact timing)
