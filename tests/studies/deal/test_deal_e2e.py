@@ -19,6 +19,7 @@ def test_snakemake_smoke_end_to_end(study_smoke):
     tables = root / "results" / "smoke" / "tables"
     md = (tables / "deal.md").read_text()
     assert "DEAL, paper (BSD68 gray" in md and "31.61" in md and "## Claims" in md
+    assert "CT PSNR" in md and "MRI PSNR" in md  # the reused models on CT and MRI, in the same table
     claims = {c["id"]: c for c in json.loads((tables / "deal.claims.json").read_text())["claims"]}
     assert claims["deal_near_dncnn"]["verdict"] == "n.a."  # dncnn not run: n.a., not a crash
     assert claims["attention_worth_half_db"]["verdict"] in ("holds", "fails")
@@ -53,7 +54,8 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
                                         "range": [1, 2]},
                                "val": {"source": "url", "base": f"{url}/val", "files": ["test_400.png"]},
                                "set12": {"source": "url", "base": f"{url}/set12", "pattern": "{:02d}.png", "range": [1, 1]}},
-                    "train_splits": ["train"], "test_splits": ["test"], "deblur_splits": ["set12"], "val_split": "val"}}
+                    "train_splits": ["train"], "test_splits": ["test"], "deblur_splits": ["set12"], "val_split": "val"},
+           "inverse": {"enabled": True, "size": 32, "phantom": True}}
     raw, out = tmp_path / "raw", tmp_path / "out"
     out.mkdir()
     D.download(cfg, raw)
@@ -69,6 +71,9 @@ def test_full_scale_url_loaders_on_local_pngs(tmp_path, file_server):
     (name, deblur), = D.load_images(out / "deblur.npz")  # deblurring on its own split (Set12 at full), not BSD68
     assert name == "01"
     np.testing.assert_allclose(deblur, np.asarray(Image.open(site / "set12" / "01.png"), np.float32) / 255, atol=1e-6)
+    inv = dict(D.load_images(out / "inverse.npz"))  # CT / MRI: the phantom + square crops of the deblurring split
+    assert list(inv) == ["shepp_logan_phantom", "01"] and all(v.shape == (32, 32) for v in inv.values())
+    np.testing.assert_allclose(inv["01"], D.centre_crop(deblur, 32), atol=0)
     (name, val), = D.load_images(out / "val.npz")
     assert name == "test_400" and val.shape == (32, 32)
     (raw / "train" / "test_001.png").unlink()

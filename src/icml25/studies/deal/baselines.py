@@ -22,10 +22,15 @@ def tv_deblur(y: np.ndarray, blur: Blur, weight: float, iters: int = 50, prox_it
     """FISTA on 1/2||Hx - y||^2 + weight TV(x), step 1 (||H|| = 1), Chambolle's TV denoiser as the prox."""
     blur = blur.to("cpu")  # Chambolle's prox is scikit-image: numpy on the host
     yt = to_batch(np.asarray(y, dtype=np.float32))
-    x = z = blur.At(yt)
+    return tv_inverse(yt, blur.A, blur.At, weight, blur.At(yt), iters, prox_iters)
+
+
+def tv_inverse(yt, A, At, weight: float, x0, iters: int = 50, prox_iters: int = 30) -> np.ndarray:
+    """FISTA from x0 for any operator with ||A|| <= 1 (step 1): the blur, MRI or CT; on the host."""
+    x = z = x0
     t = 1.0
     for _ in range(iters):
-        g = z - blur.At(blur.A(z) - yt)
+        g = z - At(A(z) - yt)
         x_new = to_batch(tv_denoise(from_batch(g), weight, prox_iters))
         t_new = (1 + (1 + 4 * t * t) ** 0.5) / 2
         z = x_new + ((t - 1) / t_new) * (x_new - x)

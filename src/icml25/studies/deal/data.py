@@ -170,12 +170,30 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     np.savez(out_dir / "test.npz", **{n: im for n, im in test})
     np.savez(out_dir / "deblur.npz", **{n: im for n, im in deblur})
     np.savez(out_dir / "val.npz", **{n: im for n, im in val})
+    inv = cfg.get("inverse") or {}
+    inverse = []
+    if inv.get("enabled"):  # CT / MRI: square centre crops of the deblurring images (+ the Shepp-Logan phantom)
+        n = int(inv["size"])
+        inverse = [(k, centre_crop(im, n)) for k, im in deblur]
+        if inv.get("phantom"):
+            inverse.insert(0, ("shepp_logan_phantom", phantom(n)))
+        np.savez(out_dir / "inverse.npz", **{k: im for k, im in inverse})
     if "drunet" in cfg.get("methods", ()):
         from .drunet import stage_weights
 
         stage_weights(cfg, raw_dir, out_dir)
     write_json(out_dir / "images.json", {"train_patches": list(patches.shape), "test": [n for n, _ in test],
-                                         "deblur": [n for n, _ in deblur], "val": [n for n, _ in val]})
+                                         "deblur": [n for n, _ in deblur], "val": [n for n, _ in val],
+                                         "inverse": [n for n, _ in inverse]})
+
+
+def phantom(n: int) -> np.ndarray:
+    """scikit-image's 400x400 Shepp-Logan phantom resized to n x n (anti-aliased), in [0, 1]."""
+    import skimage.data
+    from skimage.transform import resize
+
+    im = resize(skimage.data.shepp_logan_phantom(), (n, n), anti_aliasing=True)
+    return np.clip(im, 0, 1).astype(np.float32)
 
 
 def load_images(path: Path) -> list[tuple[str, np.ndarray]]:

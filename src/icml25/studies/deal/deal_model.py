@@ -169,7 +169,8 @@ class DEAL(nn.Module):
         given (tuned per problem), x0 = H^T y unless given; clipped to [0, 1] as the official code."""
         Hty = Ht(y)
         self.W1.normalise()
-        sig = torch.full((Hty.shape[0], 1, 1, 1), float(sigma), dtype=y.dtype, device=y.device)
+        # Hty's dtype: y may be complex (MRI k-space), the image is real
+        sig = torch.full((Hty.shape[0], 1, 1, 1), float(sigma), dtype=Hty.dtype, device=Hty.device)
         self.set_sigma(sig)
         self.lmbda = torch.full_like(sig, float(lmbda))
         x0 = Hty.clone() if x_init is None else x_init

@@ -3,7 +3,8 @@
 Denoising: AWGN at each `eval.sigmas` (0-255 units) on the test crops, the noise drawn from (seed,
 sigma, image) so every method sees the same noisy images at a seed. Deblurring: a 9x9 Gaussian blur
 (circular) plus noise `deblur.noise`, the denoising-trained models reused without retraining; one
-hyperparameter per method (lambda, TV weight, PnP penalty) picked on the validation image. PSNR and SSIM
+hyperparameter per method (lambda, TV weight, PnP penalty) picked on the validation image. CT and MRI
+(inverse.py) likewise, on square crops of the deblurring images. PSNR and SSIM
 on outputs clipped to [0, 1] (scikit-image's SSIM, data range 1).
 """
 from __future__ import annotations
@@ -17,8 +18,9 @@ import torch
 
 from . import baselines as B
 from . import drunet as DR
+from . import inverse as INV
 from . import operators as O
-from .data import load_images, noisy
+from .data import centre_crop, load_images, noisy
 from .training import model_device
 
 TRAINED = {"deal": True, "deal_noattn": False}  # DEAL variants -> attention
@@ -110,6 +112,8 @@ def tune(cfg: dict, method: str, model, data_dir: Path) -> dict:
         scores = [O.psnr(f(y, b, p), val) for p in grid]
         out["deblur"] = float(grid[int(np.argmax(scores))])
         out["deblur_val_psnr"] = [float(s) for s in scores]
+    if INV.enabled(cfg):  # CT and MRI: the same validation image, cropped to the tasks' size
+        out.update(INV.tune(cfg, method, model, centre_crop(val, int(cfg["inverse"]["size"]))))
     return out
 
 
@@ -204,6 +208,8 @@ def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir: Path,
         rows += [{"setting": "deblur", "metric": "psnr", "value": np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, targets)])},
                  {"setting": "deblur", "metric": "ssim", "value": np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, targets)])},
                  {"setting": "deblur", "metric": "cpu_s_per_image", "value": dt / len(targets)}]
+    if INV.enabled(cfg) and method in INV.GRID:
+        rows += INV.test(cfg, method, model, params, seed, load_images(data_dir / "inverse.npz"))
     if fp:
         write_json(run_dir / "fixed_point.json", {"depth": int(cfg["train"]["n_out"][1]), "residuals": fp})
     np.savez(run_dir / "example.npz", sigma=example_sigma, image=images[0][0], **example)

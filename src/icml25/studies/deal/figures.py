@@ -21,6 +21,9 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
     tasks = [(f"denoise/s{s:g}", f"denoising σ={s:g}", paper_psnr.get(int(s))) for s in sigmas]
     if cfg["deblur"].get("enabled", True):
         tasks.append(("deblur", "deblurring (models reused)", None))
+    inv = cfg.get("inverse") or {}
+    if inv.get("enabled", False):
+        tasks += [(t, f"{t.upper()} (models reused)", None) for t in ("ct", "mri") if t in (inv.get("tasks") or {})]
     out = []
 
     fig, axes = F.panels(len(tasks), name="psnr", title=f"PSNR per method and task ({cfg['scale']} scale)")
@@ -32,8 +35,8 @@ def figures(agg, cfg, out_dir: Path, ctx=None) -> list:
             ax.set_ylim(float(vals.min()) - 2, max(float(vals.max()), paper or 0) + 1)
     F.legend(fig, ncols=3)
     F.caption(fig, "PSNR on the test crops (outputs clipped to [0, 1]) per method: denoising at each noise level and "
-                   "deblurring with the denoising-trained models (DEAL: lambda tuned on the validation image; DnCNN: "
-                   "plug-and-play HQS). " + F.SPREAD + f". Stars: the paper's DEAL on {paper_set} (other images at mini, "
+                   "deblurring, sparse-view CT and undersampled MRI with the denoising-trained models (DEAL: lambda tuned "
+                   "on the validation image; DnCNN: plug-and-play HQS; input: blurred / FBP / zero-filled). " + F.SPREAD + f". Stars: the paper's DEAL on {paper_set} (other images at mini, "
                    "full-size model), not comparable in absolute value there.")
     out.append(fig)
 

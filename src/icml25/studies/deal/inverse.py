@@ -1,0 +1,289 @@
+"""MRI and sparse-view CT with the denoising-trained models reused unchanged (the paper's other inverse
+problems), their forward operators with exact adjoints, and the baselines on the same operators.
+
+- MRI (single coil, as the official test_mri.py): y = M ⊙ F x + n, F the orthonormal 2-D FFT, M a Cartesian
+  mask of k-space columns (a fully sampled centre fraction plus random columns up to 1/acceleration, the
+  fastMRI-style mask of the official setting acc = 4, cf = 0.08); H^T y = Re F^-1(M ⊙ y), so
+  H^T H x = Re F^-1(M ⊙ F x). Complex noise of sd `noise` on real and imaginary parts.
+- CT: parallel-beam ray sums over `views` angles in [0, 180) with ceil(sqrt(2) N) unit-spaced detectors,
+  the image sampled bilinearly at unit steps along each ray (the geometry of skimage.transform.radon,
+  circle=False). The operator is one sparse matrix S / ||S||_2 (unit norm, so the lambda grids are on the
+  blur's scale), its adjoint the transpose of the same matrix: exact. Gaussian noise of sd `noise` times the
+  clean sinogram's maximum (our reading of the paper's fixed noise level). The input image is the filtered
+  back-projection (skimage iradon, ramp), which the official CT code also uses as x0.
+
+Every method gets the same measurement of (seed, task, image). DEAL: `solve_inverse_problem` from 0 for MRI
+(the official DEAL_Recon) and from the FBP for CT, sigma_denoiser 15, lambda tuned on the validation image; Tikhonov: CG on (H^T H + lambda D^T D) x = H^T y
+(periodic finite differences); TV: FISTA with Chambolle's prox; DnCNN: plug-and-play HQS with a CG data step.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from . import operators as O
+
+TASKS = ("ct", "mri")
+
+
+# ---- forward operators ------------------------------------------------------------------------------------
+
+def cartesian_mask(n: int, acceleration: float, centre_fraction: float, rng) -> np.ndarray:
+    """(n, n) bool mask of sampled k-space columns, in FFT order (DC at index 0): the round(cf n) centre
+    columns always, then random other columns so that about n / acceleration are sampled in all."""
+    n_centre = max(1, int(round(centre_fraction * n)))
+    want = max(n_centre, int(round(n / float(acceleration))))
+    centred = np.zeros(n, dtype=bool)
+    lo = (n - n_centre + 1) // 2
+    centred[lo:lo + n_centre] = True
+    rest = np.flatnonzero(~centred)
+    centred[rng.choice(rest, size=want - n_centre, replace=False)] = True
+    cols = np.fft.ifftshift(centred)  # centred index n // 2 -> DC at 0
+    return np.broadcast_to(cols[None, :], (n, n)).copy()
+
+
+class MRI:
+    """Single-coil Cartesian MRI: A x = M ⊙ F x (complex), A^T y = Re F^-1(M ⊙ y); ||A|| = 1."""
+
+    def __init__(self, mask: np.ndarray, device=None):
+        self.mask_np = np.asarray(mask, bool)
+        self.M = torch.as_tensor(self.mask_np, dtype=torch.float32, device=device)
+
+    def to(self, device) -> "MRI":
+        return self if self.M.device == torch.device(device) else MRI(self.mask_np, device)
+
+    def A(self, x):
+        return torch.fft.fft2(x, norm="ortho") * self.M
+
+    def At(self, y):
+        return torch.fft.ifft2(y * self.M, norm="ortho").real
+
+
+@lru_cache(maxsize=8)
+def _ray_matrix(n: int, views: int):
+    """scipy CSR matrix (views * n_det, n * n) of bilinear ray sums, and the angles (degrees). Detector t and
+    ray parameter s (unit steps) sample the image at column c + t cos θ + s sin θ, row c - t sin θ + s cos θ,
+    c = n // 2 (skimage.transform.radon's rotation about its centre)."""
+    import scipy.sparse as sp
+
+    n_det = int(math.ceil(math.sqrt(2) * n))
+    theta = np.arange(views) * 180.0 / views
+    t = np.arange(n_det) - n_det // 2
+    s = np.arange(n_det) - n_det // 2
+    c = n // 2
+    rows, cols, vals = [], [], []
+    for k, th in enumerate(np.deg2rad(theta)):
+        ct, st = math.cos(th), math.sin(th)
+        col = c + t[:, None] * ct + s[None, :] * st     # (n_det, n_det): detector x ray sample
+        row = c - t[:, None] * st + s[None, :] * ct
+        c0, r0 = np.floor(col), np.floor(row)
+        fc, fr = col - c0, row - r0
+        det = np.broadcast_to((k * n_det + np.arange(n_det))[:, None], col.shape)
+        for dr, dc, w in ((0, 0, (1 - fr) * (1 - fc)), (0, 1, (1 - fr) * fc), (1, 0, fr * (1 - fc)), (1, 1, fr * fc)):
+            rr, cc = r0 + dr, c0 + dc
+            ok = (rr >= 0) & (rr < n) & (cc >= 0) & (cc < n) & (w > 0)
+            rows.append(det[ok])
+            cols.append((rr[ok] * n + cc[ok]).astype(np.int64))
+            vals.append(w[ok])
+    S = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(views * n_det, n * n), dtype=np.float64)
+    return S, theta
+
+
+def _sparse(S, device):
+    S = S.tocoo()
+    idx = torch.as_tensor(np.stack([S.row, S.col]), dtype=torch.int64)
+    return torch.sparse_coo_tensor(idx, torch.as_tensor(S.data, dtype=torch.float32), size=S.shape, device=device,
+                                   check_invariants=True).coalesce()
+
+
+class ParallelBeamCT:
+    """A x = (S / ||S||) x on (B, 1, n, n) images -> (B, 1, views, n_det) sinograms; A^T = its transpose."""
+
+    def __init__(self, n: int, views: int, device=None, normalise: bool = True):
+        from scipy.sparse.linalg import svds
+
+        S, self.theta = _ray_matrix(int(n), int(views))
+        self.n, self.views, self.n_det = int(n), int(views), S.shape[0] // int(views)
+        # the largest singular value (float64); the radon comparison uses normalise=False
+        self.norm = float(svds(S, k=1, return_singular_vectors=False, random_state=0)[0]) if normalise else 1.0
+        self._S, self._device = S, device
+        self.S = _sparse(S / self.norm, device)
+        self.St = _sparse((S / self.norm).T, device)
+
+    def to(self, device) -> "ParallelBeamCT":
+        if self.S.device == torch.device(device):
+            return self
+        new = object.__new__(ParallelBeamCT)
+        new.__dict__.update(self.__dict__)
+        new.S, new.St = _sparse(self._S / self.norm, device), _sparse((self._S / self.norm).T, device)
+        return new
+
+    def A(self, x):
+        b = x.shape[0]
+        y = (self.S @ x.reshape(b, -1).T).T
+        return y.reshape(b, 1, self.views, self.n_det)
+
+    def At(self, y):
+        b = y.shape[0]
+        x = (self.St @ y.reshape(b, -1).T).T
+        return x.reshape(b, 1, self.n, self.n)
+
+    def fbp(self, y: np.ndarray) -> np.ndarray:
+        """Filtered back-projection of one (views, n_det) sinogram of A (skimage's iradon, ramp filter)."""
+        from skimage.transform import iradon
+
+        return iradon((np.asarray(y, np.float64) * self.norm).T, theta=self.theta, output_size=self.n,
+                      circle=False, filter_name="ramp").astype(np.float32)
+
+
+# ---- one task: the operator and the measurement of one image ----------------------------------------------
+
+def operator(task: dict, n: int, seed: int, index: int):
+    """The task's operator for image `index` at a seed (the MRI mask is drawn per (seed, image))."""
+    if task["kind"] == "mri":
+        rng = np.random.default_rng([int(seed), 777_001, int(index)])
+        return MRI(cartesian_mask(n, float(task["acceleration"]), float(task["centre_fraction"]), rng))
+    if task["kind"] == "ct":
+        return _ct(int(n), int(task["views"]))
+    raise KeyError(task["kind"])
+
+
+@lru_cache(maxsize=8)
+def _ct(n: int, views: int) -> ParallelBeamCT:
+    return ParallelBeamCT(n, views)
+
+
+def measure(task: dict, op, im: np.ndarray, seed: int, index: int):
+    """(y, input image): the noisy measurement (torch, (1, 1, ...)) and the classical reconstruction from it
+    (zero-filled for MRI, FBP for CT); the noise from (seed, task, image)."""
+    rng = np.random.default_rng([int(seed), 777_002 if task["kind"] == "mri" else 777_003, int(index)])
+    hx = op.A(O.to_batch(im))
+    if task["kind"] == "mri":
+        n = float(task["noise"]) * (rng.standard_normal(hx.shape) + 1j * rng.standard_normal(hx.shape))
+        y = (hx + torch.as_tensor(n, dtype=torch.complex64)) * op.M
+        return y, O.from_batch(op.At(y))
+    sd = float(task["noise"]) * float(hx.abs().max())
+    y = hx + torch.as_tensor(sd * rng.standard_normal(hx.shape), dtype=torch.float32)
+    return y, op.fbp(y[0, 0].numpy())
+
+
+# ---- solvers on an operator -------------------------------------------------------------------------------
+
+def cg(apply, b, x0, iters: int, tol: float = 1e-10):
+    """Plain CG for a symmetric positive definite `apply`, from x0; stops at ||r||^2 <= tol ||b||^2."""
+    x = x0.clone()
+    r = b - apply(x)
+    p = r.clone()
+    rr = float((r * r).sum())
+    stop = tol * float((b * b).sum())
+    for _ in range(int(iters)):
+        if rr <= stop:
+            break
+        Ap = apply(p)
+        alpha = rr / float((p * Ap).sum())
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rr_new = float((r * r).sum())
+        p = r + (rr_new / rr) * p
+        rr = rr_new
+    return x
+
+
+def fd_gram(x):
+    """D^T D x for periodic forward differences (Fourier)."""
+    return torch.fft.ifft2(torch.fft.fft2(x) * O.fd_symbol(x.shape[-2:], x.device)).real
+
+
+@torch.no_grad()
+def tikhonov(y, op, lam: float, x0, iters: int = 200):
+    return cg(lambda x: op.At(op.A(x)) + lam * fd_gram(x), op.At(y), x0, iters)
+
+
+@torch.no_grad()
+def pnp_hqs(y, op, denoiser, mu: float, x0, iters: int = 20, cg_iters: int = 30):
+    """Plug-and-play HQS: x = argmin ||Hx - y||^2 + mu ||x - z||^2 (CG), z = D(x)."""
+    Hty = op.At(y)
+    z = x = x0
+    for _ in range(int(iters)):
+        x = cg(lambda v: op.At(op.A(v)) + mu * v, Hty + mu * z, x, cg_iters)
+        z = denoiser(x)
+    return z
+
+
+def solver(method: str, model, cfg: dict):
+    """f(y, op, input image, hyperparameter) -> x (numpy) on one task's measurement."""
+    from . import baselines as B
+    from .training import model_device
+
+    inv = cfg["inverse"]
+    if method == "noisy":
+        return lambda y, op, x0, p: x0
+    if method == "tikhonov":
+        return lambda y, op, x0, p: O.from_batch(tikhonov(y, op, p, O.to_batch(x0)))
+    if method == "tv":
+        return lambda y, op, x0, p: B.tv_inverse(y, op.A, op.At, p, O.to_batch(x0), int(inv["tv_iters"]))
+    dev = model_device(model)
+    if method == "dncnn":
+        return lambda y, op, x0, p: O.from_batch(pnp_hqs(y.to(dev), op.to(dev), model, p, O.to_batch(x0, dev),
+                                                         int(inv["pnp_iters"])))
+    if method in ("deal", "deal_noattn"):
+        def f(y, op, x0, p):
+            op = op.to(dev)
+            # MRI from 0 (the official DEAL_Recon); CT from the FBP (the CT pipeline of the official baselines)
+            start = torch.zeros_like(O.to_batch(x0, dev)) if isinstance(op, MRI) else O.to_batch(x0, dev)
+            x = model.solve_inverse_problem(y.to(dev), op.A, op.At, float(inv["sigma_denoiser"]), p,
+                                            x_init=start, n_out=int(inv["n_out"]), n_in=int(inv["n_in"]),
+                                            eps_in=float(inv["eps_in"]), eps_out=float(inv["eps_out"]))
+            return O.from_batch(x)
+        return f
+    raise KeyError(method)
+
+
+GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights", "dncnn": "pnp_mus", "deal": "deal_lambdas",
+        "deal_noattn": "deal_lambdas", "noisy": None}
+
+
+def enabled(cfg: dict) -> list[str]:
+    inv = cfg.get("inverse") or {}
+    return [t for t in TASKS if inv.get("enabled", False) and t in (inv.get("tasks") or {})]
+
+
+def tune(cfg: dict, method: str, model, val: np.ndarray) -> dict:
+    """Per task: the method's hyperparameter picked by PSNR on the validation image (never on test)."""
+    out = {}
+    if method not in GRID:
+        return out
+    f = solver(method, model, cfg)
+    for t in enabled(cfg):
+        task = cfg["inverse"]["tasks"][t]
+        op = operator(task, val.shape[-1], 10_000, 0)
+        y, x0 = measure(task, op, val, 10_000, 0)
+        grid = cfg["inverse"][GRID[method]] if GRID[method] else [None]
+        scores = [O.psnr(f(y, op, x0, p), val) for p in grid]
+        out[t] = None if grid[0] is None else float(grid[int(np.argmax(scores))])
+        out[f"{t}_val_psnr"] = [float(s) for s in scores]
+    return out
+
+
+def test(cfg: dict, method: str, model, params: dict, seed: int, images) -> list[dict]:
+    """Rows (setting = task) of PSNR / SSIM / CPU seconds per image on the task's test images."""
+    import time
+
+    rows = []
+    f = solver(method, model, cfg)
+    for t in enabled(cfg):
+        task = cfg["inverse"]["tasks"][t]
+        outs, t0 = [], time.process_time()
+        for i, (_, im) in enumerate(images):
+            op = operator(task, im.shape[-1], seed, i)
+            y, x0 = measure(task, op, im, seed, i)
+            outs.append(f(y, op, x0, params.get(t)))
+        dt = time.process_time() - t0
+        rows += [{"setting": t, "metric": "psnr", "value": float(np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, images)]))},
+                 {"setting": t, "metric": "ssim", "value": float(np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, images)]))},
+                 {"setting": t, "metric": "cpu_s_per_image", "value": dt / len(images)}]
+    return rows
