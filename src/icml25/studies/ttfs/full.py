@@ -1,8 +1,10 @@
-"""Full scale: timm ImageNet checkpoints (downloaded from the Hugging Face hub, mapped onto `vit.ViT` key for
-key) and the ImageNet-1k validation images (a local ImageFolder tree: the images are licence-gated).
+"""Full scale: timm ImageNet checkpoints (downloaded from the Hugging Face hub, mapped onto `vit.ViT`, or
+`eva02.Eva02` for EVA-02, key for key) and the ImageNet-1k validation images (a local ImageFolder tree: the
+images are licence-gated).
 
 timm's ViT-S/B/L-16 augreg models normalise inputs with mean = std = 0.5; that affine map is folded into
-the patch embedding so the converted network's input spikes still code pixels in [0, 1].
+the patch embedding so the converted network's input spikes still code pixels in [0, 1]; EVA-02's per-channel
+CLIP mean / std (given on the model in the config) likewise.
 """
 from __future__ import annotations
 
@@ -58,9 +60,71 @@ def timm_to_ours(sd: dict, mean: float = 0.5, std: float = 0.5) -> dict:
                "mlp.fc1.bias": "mlp.fc1.bias", "mlp.fc2.weight": "mlp.fc2.weight", "mlp.fc2.bias": "mlp.fc2.bias"}
         for src, dst in ren.items():
             if f"{p}.{src}" not in sd:
-                raise UserError(f"checkpoint lacks {p}.{src}: not a timm ViT (EVA-02 checkpoints are not supported)")
+                raise UserError(f"checkpoint lacks {p}.{src}: not a timm ViT (for an EVA-02 checkpoint set "
+                                "arch: eva02 on the model)")
             out[f"{p}.{dst}"] = sd[f"{p}.{src}"]
     return {k: torch.as_tensor(v).float() for k, v in out.items()}
+
+
+def _fold_input_norm(w, b, mean, std):
+    """A patch-embedding conv (d, c, p, p) fed (x - mean_c) / std_c -> a Linear fed pixels x in [0, 1]."""
+    import torch
+
+    mean = torch.as_tensor(mean, dtype=w.dtype).reshape(-1, 1, 1).expand(w.shape[1:])
+    std = torch.as_tensor(std, dtype=w.dtype).reshape(-1, 1, 1).expand(w.shape[1:])
+    W = (w / std).reshape(w.shape[0], -1)
+    return W, b - (W * mean.reshape(1, -1)).sum(1)
+
+
+def timm_eva02_to_ours(sd: dict, mean, std) -> dict:
+    """A timm EVA-02 classifier state dict (`eva.Eva`, global_pool='avg') -> `eva02.Eva02`'s, with the
+    input normalisation (per channel) folded in. Both of timm's layouts are read: fused `attn.qkv` with
+    `q_bias` / `v_bias` and the packed SwiGLU `mlp.fc1` (gate first: gate_last=False) of EVA-02 Ti/S, and
+    separate `q_proj` / `k_proj` / `v_proj` with `mlp.fc1_g` / `fc1_x` / `norm` (sub-LN) of EVA-02 B/L.
+    Every checkpoint key must be used: a key we do not map (layer scale, a k bias, an attention norm)
+    means a model we do not build, and is refused rather than dropped."""
+    import torch
+
+    sd = {k: torch.as_tensor(v).float() for k, v in sd.items()}
+    used, out = set(), {}
+
+    def take(k):
+        if k not in sd:
+            raise UserError(f"checkpoint lacks {k}: not a timm EVA-02 classifier")
+        used.add(k)
+        return sd[k]
+
+    out["patch_embed.weight"], out["patch_embed.bias"] = _fold_input_norm(
+        take("patch_embed.proj.weight"), take("patch_embed.proj.bias"), mean, std)
+    for k in ("cls_token", "pos_embed", "fc_norm.weight", "fc_norm.bias", "head.weight", "head.bias"):
+        out[k] = take(k)
+    depth = 1 + max(int(k.split(".")[1]) for k in sd if k.startswith("blocks."))
+    for i in range(depth):
+        p = f"blocks.{i}"
+        for k in ("norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias", "mlp.fc2.weight", "mlp.fc2.bias"):
+            out[f"{p}.{k}"] = take(f"{p}.{k}")
+        out[f"{p}.attn.out_proj.weight"], out[f"{p}.attn.out_proj.bias"] = take(f"{p}.attn.proj.weight"), \
+            take(f"{p}.attn.proj.bias")
+        if f"{p}.attn.qkv.weight" in sd:
+            out[f"{p}.attn.in_proj_weight"] = take(f"{p}.attn.qkv.weight")
+            out[f"{p}.attn.q_bias"], out[f"{p}.attn.v_bias"] = take(f"{p}.attn.q_bias"), take(f"{p}.attn.v_bias")
+        else:
+            out[f"{p}.attn.in_proj_weight"] = torch.cat([take(f"{p}.attn.{n}_proj.weight") for n in "qkv"])
+            out[f"{p}.attn.q_bias"], out[f"{p}.attn.v_bias"] = take(f"{p}.attn.q_proj.bias"), \
+                take(f"{p}.attn.v_proj.bias")
+        if f"{p}.mlp.fc1.weight" in sd:
+            w, b = take(f"{p}.mlp.fc1.weight"), take(f"{p}.mlp.fc1.bias")
+            h = w.shape[0] // 2
+            out[f"{p}.mlp.gate.weight"], out[f"{p}.mlp.up.weight"] = w[:h], w[h:]
+            out[f"{p}.mlp.gate.bias"], out[f"{p}.mlp.up.bias"] = b[:h], b[h:]
+        else:
+            for src, dst in (("fc1_g", "gate"), ("fc1_x", "up"), ("norm", "norm")):
+                for t in ("weight", "bias"):
+                    out[f"{p}.mlp.{dst}.{t}"] = take(f"{p}.mlp.{src}.{t}")
+    left = sorted(set(sd) - used)
+    if left:
+        raise UserError(f"EVA-02 checkpoint has keys our model does not build: {left[:5]}")
+    return {k: v.contiguous() for k, v in out.items()}
 
 
 def prepare_base(cfg: dict, models: list, out_dir: Path) -> None:
@@ -73,7 +137,11 @@ def prepare_base(cfg: dict, models: list, out_dir: Path) -> None:
         f = checkpoint_file(raw_dir, name)
         if not f.exists():
             raise UserError(f"missing checkpoint {f}: run the download stage first")
-        sd = timm_to_ours(load_file(str(f)))
+        spec = cfg["models"][name]
+        if spec.get("arch", "vit") == "eva02":
+            sd = timm_eva02_to_ours(load_file(str(f)), spec["mean"], spec["std"])
+        else:
+            sd = timm_to_ours(load_file(str(f)))
         for ds in cfg["datasets"]:
             for s in cfg["seeds"]:
                 torch.save(sd, Path(out_dir) / f"{ds}_{name}_seed{s}.pt")

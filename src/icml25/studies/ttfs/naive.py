@@ -45,7 +45,7 @@ class NaiveTTFSViT(TTFSViT):
             self._syn(x, xname, 1)
             y = self._emit(f"b{i}.ln1", ln, N.IDENTITY)
             W_in = w[f"{pre}.attn.in_proj_weight"]
-            Vqkv = self._linear_V(y, f"b{i}.ln1", W_in, w[f"{pre}.attn.in_proj_bias"])
+            Vqkv = self._rope(self._linear_V(y, f"b{i}.ln1", W_in, self._qkv_bias(pre)))  # RoPE: EVA-02 only
             q, k, v = (self._emit(f"b{i}.{n}", Vqkv[..., j * d:(j + 1) * d], N.IDENTITY) for j, n in enumerate("qkv"))
             heads = lambda t: t.reshape(B, T, h, hd).transpose(1, 2)
             for s, n in ((q, "q"), (k, "k"), (v, "v")):
@@ -75,10 +75,19 @@ class NaiveTTFSViT(TTFSViT):
                 if not self._calib:
                     self.nonspiking_macs += gate.t.numel()  # the float gate product
                 hid, hname = self._emit(f"b{i}.gu", gate.value() * up.value(), N.IDENTITY), f"b{i}.gu"
+                if hasattr(blk.mlp, "norm"):  # EVA-02 B/L's sub-LayerNorm: in float, like the block norms
+                    ln = self._float_layernorm(hid.value(), w[f"{pre}.mlp.norm.weight"], w[f"{pre}.mlp.norm.bias"],
+                                               blk.mlp.norm.eps)
+                    self._syn(hid, hname, 1)
+                    hid, hname = self._emit(f"b{i}.mlpln", ln, N.IDENTITY), f"b{i}.mlpln"
             self._syn(x, xname, 1)
             Vr = x.value() + self._linear_V(hid, hname, w[f"{pre}.mlp.fc2.weight"], w[f"{pre}.mlp.fc2.bias"])
             x, xname = self._emit(f"b{i}.res2", Vr, N.IDENTITY), f"b{i}.res2"
-        ln = self._float_layernorm(x.value()[:, :1], w["norm.weight"], w["norm.bias"], m.norm.eps)
+        if getattr(m, "pool", "token") == "avg":  # EVA-02: mean of the patch tokens, fc_norm (in float)
+            ln = self._float_layernorm(x.value()[:, 1:].mean(1, keepdim=True), w["fc_norm.weight"],
+                                       w["fc_norm.bias"], m.fc_norm.eps)
+        else:
+            ln = self._float_layernorm(x.value()[:, :1], w["norm.weight"], w["norm.bias"], m.norm.eps)
         y = self._emit("final.ln", ln, N.IDENTITY)
         self._syn(y, "final.ln", w["head.weight"].shape[0])
         floor = torch.as_tensor(y.a, dtype=torch.float64).expand(y.t.shape[1:])

@@ -1,4 +1,5 @@
-"""TTFSFormer conversion (Alg. 1, our reading): every operator of the ViT / EVA-like model as TTFS neurons.
+"""TTFSFormer conversion (Alg. 1, our reading): every operator of the ViT / EVA-like / EVA-02 model as TTFS
+neurons.
 
 Every tensor between two operators is a `Spikes` group (one spike time per neuron); every operator is a
 receiving stage with static weights (an affine map of its inputs' PSPs) followed by an emitting stage that
@@ -9,7 +10,9 @@ emits a monotone F of the membrane potential:
   ab = ((a+b)^2 - (a-b)^2)/4, each square as two monotone pieces (v>0, v<0);
 * softmax: e = exp(s - m) (m: the calibrated max), L = log(sum_j e), y = exp(s - m - L);
 * LayerNorm: centring (affine), squares, 1/sqrt(mean + eps), the product with 1/sqrt, gamma/beta (affine);
-* residual additions: a receiving stage with inputs from two earlier groups (spikes delayed to its window).
+* residual additions: a receiving stage with inputs from two earlier groups (spikes delayed to its window);
+* EVA-02 (eva02.py): RoPE folded into the q/k neurons' weights per position, the SwiGLU sub-LayerNorm as
+  LayerNorm neurons, the patch-token average as mean neurons before fc_norm.
 The classifier's logits are the head neurons' membrane potentials (read out, not re-encoded).
 
 Intervals [a, b] are per neuron (our reading of "[a, b] is set such that nearly all outputs lie within the
@@ -188,10 +191,10 @@ class TTFSViT:
         w, d, h = self.w, self.d, self.heads
         hd = d // h
         B, T, _ = y.t.shape
-        W_in, b_in = w[f"{pre}.attn.in_proj_weight"].clone(), w[f"{pre}.attn.in_proj_bias"].clone()
+        W_in, b_in = w[f"{pre}.attn.in_proj_weight"].clone(), self._qkv_bias(pre).clone()
         W_in[:d] /= math.sqrt(hd)   # the 1/sqrt(d_head) of the scores, folded into W_q
         b_in[:d] /= math.sqrt(hd)
-        Vqkv = self._linear_V(y, yname, W_in, b_in)
+        Vqkv = self._rope(self._linear_V(y, yname, W_in, b_in))
         q, k, v = (self._emit(f"{name}.{n}", Vqkv[..., i * d:(i + 1) * d], N.IDENTITY) for i, n in enumerate("qkv"))
         heads = lambda t: t.reshape(t.shape[0], T, h, hd).transpose(1, 2)  # (B, h, T, hd)
         S = self._scores(name, q, k, heads)
@@ -201,6 +204,30 @@ class TTFSViT:
         self._syn(x, xname, 1)
         V = x.value() + O @ w[f"{pre}.attn.out_proj.weight"].T + w[f"{pre}.attn.out_proj.bias"]
         return self._emit(f"{name}.res", V, N.IDENTITY)
+
+    def _qkv_bias(self, pre: str) -> torch.Tensor:
+        """The q/k/v biases: fused (ViT), or EVA-02's q and v biases with no k bias."""
+        w = self.w
+        if f"{pre}.attn.in_proj_bias" in w:
+            return w[f"{pre}.attn.in_proj_bias"]
+        qb = w[f"{pre}.attn.q_bias"]
+        return torch.cat([qb, torch.zeros_like(qb), w[f"{pre}.attn.v_bias"]])
+
+    def _rope(self, Vqkv: torch.Tensor) -> torch.Tensor:
+        """EVA-02's 2-D RoPE on the q and k potentials of the patch tokens (not the class token). It is a
+        fixed linear map per token position n (q_n -> R(n) q_n, pairwise rotations by constant angles), so
+        it is folded into the receiving stage: the q and k neurons of token n have synaptic weights R(n) W
+        and bias R(n) b. Their fan-in is unchanged (W is dense already): no extra synapses, no new neurons."""
+        if not hasattr(self.m, "rope_sin"):
+            return Vqkv   # ViT: no rotary embedding
+        from .eva02 import apply_rope
+
+        d, h = self.d, self.heads
+        B, T, _ = Vqkv.shape
+        qk = Vqkv[..., :2 * d].reshape(B, T, 2, h, d // h).permute(0, 2, 3, 1, 4)   # (B, 2, h, T, hd)
+        qk = apply_rope(qk, self.m.rope_sin.to(Vqkv.dtype), self.m.rope_cos.to(Vqkv.dtype))
+        qk = qk.permute(0, 3, 1, 2, 4).reshape(B, T, 2 * d)
+        return torch.cat([qk, Vqkv[..., 2 * d:]], dim=-1)
 
     def _scores(self, name: str, q: N.Spikes, k: N.Spikes, heads=lambda t: t) -> torch.Tensor:
         """QK^T: s_ij = sum_d q_id k_jd by quarter-square neurons per (i, j, d); returns the potential S
@@ -272,8 +299,19 @@ class TTFSViT:
             ga, gb = _t(g[0].a) + _t(g[1].a), _t(g[0].b) + _t(g[1].b)
             parts = self._product(f"{name}.gu", (sum(s.value() for s in g), ga, gb), (u.value(), _t(u.a), _t(u.b)))
             H = sum(wgt * s.value() for s, wgt, _ in parts)
-            for s, _, pname in parts:
-                self._syn(s, pname, d)
+            if hasattr(mlp, "norm"):
+                # EVA-02 B/L's sub-LayerNorm on the gated product: the product neurons' pieces merge into
+                # one hidden neuron per unit (fan-out 1), which feeds the LayerNorm neurons, then fc2
+                for s, _, pname in parts:
+                    self._syn(s, pname, 1)
+                hid = self._emit(f"{name}.h", H, N.IDENTITY)
+                z = self._layernorm(f"{name}.ln", hid, f"{name}.h", w[f"{pre}.mlp.norm.weight"],
+                                    w[f"{pre}.mlp.norm.bias"], mlp.norm.eps)
+                self._syn(z, f"{name}.ln.y", d)
+                H = z.value()
+            else:
+                for s, _, pname in parts:
+                    self._syn(s, pname, d)
         self._syn(x, xname, 1)
         V = x.value() + H @ w[f"{pre}.mlp.fc2.weight"].T + w[f"{pre}.mlp.fc2.bias"]
         return self._emit(f"{name}.res", V, N.IDENTITY)
@@ -304,16 +342,33 @@ class TTFSViT:
             x, xname = self._attention(f"b{i}.attn", y, f"b{i}.ln1.y", x, xname, pre), f"b{i}.attn.res"
             y = self._layernorm(f"b{i}.ln2", x, xname, w[f"{pre}.norm2.weight"], w[f"{pre}.norm2.bias"], blk.norm2.eps)
             x, xname = self._mlp(f"b{i}.mlp", y, f"b{i}.ln2.y", x, xname, pre, blk.mlp), f"b{i}.mlp.res"
+        if getattr(m, "pool", "token") == "avg":
+            y = self._avg_pool_head(x, xname)
+        else:
+            y = self._cls_head(x, xname)
+        W, bias = w["head.weight"], w["head.bias"]
+        self._syn(y, "final.ln.y", W.shape[0])
+        floor = torch.as_tensor(y.a, dtype=W.dtype).expand(y.t.shape[1:])
+        return (y.psp() @ W.T + (floor @ W.T + bias))[:, 0]   # logits: the head's membrane potentials
+
+    def _avg_pool_head(self, x: N.Spikes, xname: str) -> N.Spikes:
+        """EVA-02's head input: the mean of the patch tokens (one mean neuron per channel, each patch token's
+        neuron reaching it with weight 1/n), then fc_norm as LayerNorm neurons."""
+        rest = lambda v: v[1:] if torch.is_tensor(v) and v.dim() >= 2 else v
+        pat = N.Spikes(x.t[:, 1:], rest(x.a), rest(x.b))
+        self._syn(pat, xname + "[patches]", 1)
+        pooled = self._emit("final.pool", pat.value().mean(1, keepdim=True), N.IDENTITY)
+        return self._layernorm("final.ln", pooled, "final.pool", self.w["fc_norm.weight"], self.w["fc_norm.bias"],
+                               self.m.fc_norm.eps)
+
+    def _cls_head(self, x: N.Spikes, xname: str) -> N.Spikes:
+        m, w = self.m, self.w
         # only the class token reaches the head: the final LayerNorm is built for that token alone
         first = lambda v: v[:1] if torch.is_tensor(v) and v.dim() >= 2 else v
         cls_x = N.Spikes(x.t[:, :1], first(x.a), first(x.b))
         if not self._calib:
             self.stats[xname + "[cls]"]["spikes"] += int(cls_x.spiked.sum())  # a subset: no new neurons
-        y = self._layernorm("final.ln", cls_x, xname + "[cls]", w["norm.weight"], w["norm.bias"], m.norm.eps)
-        W, bias = w["head.weight"], w["head.bias"]
-        self._syn(y, "final.ln.y", W.shape[0])
-        floor = torch.as_tensor(y.a, dtype=W.dtype).expand(y.t.shape[1:])
-        return (y.psp() @ W.T + (floor @ W.T + bias))[:, 0]   # logits: the head's membrane potentials
+        return self._layernorm("final.ln", cls_x, xname + "[cls]", w["norm.weight"], w["norm.bias"], m.norm.eps)
 
     # ---- summaries -----------------------------------------------------------------------------------
     def summary(self, n_images: int) -> dict:

@@ -89,6 +89,11 @@ def validate(cfg: dict) -> None:
     for name, spec in cfg["models"].items():
         if spec.get("mlp", "gelu") not in ("gelu", "silu"):
             raise UserError(f"ttfs: model '{name}' needs mlp: gelu or silu, got {spec.get('mlp')!r}")
+        arch = spec.get("arch", "vit")
+        if arch not in ("vit", "eva02"):
+            raise UserError(f"ttfs: model '{name}' needs arch: vit or eva02, got {arch!r}")
+        if arch == "eva02" and not all(k in spec for k in ("rope_ref_grid", "mean", "std")):
+            raise UserError(f"ttfs: EVA-02 model '{name}' needs rope_ref_grid, mean and std (the checkpoint's)")
         if int(spec["dim"]) % int(spec["heads"]):
             raise UserError(f"ttfs: model '{name}': dim {spec['dim']} is not divisible by heads {spec['heads']}")
     for p in cfg["convert"]["p"]:

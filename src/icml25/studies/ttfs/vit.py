@@ -84,6 +84,10 @@ class ViT(nn.Module):
 
 
 def build(spec: dict, image: int, channels: int, classes: int) -> ViT:
+    if spec.get("arch", "vit") == "eva02":  # full scale: timm's EVA-02 classifiers (RoPE, SwiGLU, avg pool)
+        from . import eva02
+
+        return eva02.build(spec, image, channels, classes)
     return ViT(image, int(spec["patch"]), channels, int(spec["dim"]), int(spec["depth"]), int(spec["heads"]),
                int(spec["mlp_dim"]), classes, spec.get("mlp", "gelu"), float(spec.get("eps", 1e-6)))
 
