@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from .rate_run import image_at_step0, run_counted
+
 
 def supported(model) -> bool:
     from .vit import Mlp
@@ -58,19 +60,5 @@ def run(model, calib_x, test_x, T: int, batch: int = 200):
             counts["neurons"] += out[0].numel()    # one step's worth of neurons
         return fn
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in encoders]
-    outs = []
-    try:
-        for i in range(0, len(test_x), batch):
-            x = test_x[i:i + batch]
-            functional.reset_net(snn)
-            seq = torch.zeros((int(T), *x.shape), dtype=x.dtype)
-            seq[0] = x
-            outs.append(snn(seq).sum(0))
-    finally:
-        for h in handles:
-            h.remove()
-    n = len(test_x)
-    return torch.cat(outs), {"spikes": counts["spikes"] / n, "sops": counts["sops"] / n,
-                             "neurons": counts["neurons"] / n,
-                             "spikes_per_neuron": counts["spikes"] / max(counts["neurons"], 1)}
+    return run_counted(snn, [(m, hook(n)) for n, m in encoders], test_x, batch,
+                       lambda x: image_at_step0(snn, x, T), counts)

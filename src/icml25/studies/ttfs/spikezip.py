@@ -27,6 +27,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .rate_run import image_at_step0, run_counted
+
 
 class Quantizer(nn.Module):
     """Uniform quantiser with the attributes the recipe reads (s, sym, pos_max, neg_min, level): round(x / s)
@@ -254,23 +256,12 @@ def run(qann: QViT, test_x, T: int, batch: int = 250, step_mode: str = "m"):
                 counted_once[name] = True
         return fn
 
-    handles = [m.register_forward_hook(hook(n)) for n, m in nodes]
-    outs = []
-    try:
-        for i in range(0, len(test_x), batch):
-            x = test_x[i:i + batch]
-            functional.reset_net(snn)
-            counted_once.update(dict.fromkeys((n for n, _ in nodes), False))  # neurons: once per batch
-            if step_mode == "s":
-                outs.append(sum(snn(x if t == 0 else torch.zeros_like(x)) for t in range(int(T))))
-                continue
-            seq = torch.zeros((int(T), *x.shape), dtype=x.dtype)
-            seq[0] = x
-            outs.append(snn(seq).sum(0))
-    finally:
-        for h in handles:
-            h.remove()
-    n = len(test_x)
-    return torch.cat(outs), {"spikes": counts["spikes"] / n, "sops": counts["sops"] / n,
-                             "neurons": counts["neurons"] / n,
-                             "spikes_per_neuron": counts["spikes"] / max(counts["neurons"], 1)}
+    def present(x):
+        if step_mode == "s":
+            return sum(snn(x if t == 0 else torch.zeros_like(x)) for t in range(int(T)))
+        return image_at_step0(snn, x, T)
+
+    def new_batch():  # neurons are counted once per batch
+        counted_once.update(dict.fromkeys((n for n, _ in nodes), False))
+
+    return run_counted(snn, [(m, hook(n)) for n, m in nodes], test_x, batch, present, counts, new_batch)
