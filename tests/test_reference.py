@@ -54,15 +54,25 @@ def test_stale_compare_and_tolerance(tmp_path):
     diffs = reference.compare(root, study, "mini")
     assert any("a/d1/acc mean 0.9" in d and "expected identical" in d for d in diffs)
     assert any("claim c1 holds (reference) vs fails (new)" in d for d in diffs)
-    # timings are not compared once declared; a tolerance accepts small differences
+    assert not any("train_seconds" in d for d in diffs)  # a timing: the machine's, never compared
+    # a declared ignore skips a metric; a tolerance accepts small differences
     cfg = root / "config" / "studies" / f"{study}.yaml"
-    cfg.write_text(cfg.read_text() + "verify: {ignore: [train_seconds], tolerance: {acc: 0.6}}\n")
+    cfg.write_text(cfg.read_text() + "verify: {ignore: [n_units], tolerance: {acc: 0.6}}\n")
     _fake_tables(root, study, "mini", 0.4, "holds")
     assert reference.compare(root, study, "mini") == []
     # ... but the config changed, so the stamp is stale and says how to refresh it
     cfg.write_text(cfg.read_text().replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]", 1))
     why = reference.stale(root, study, "mini")
     assert why.startswith("sand: reference/mini is stale (config_hash") and "make reference STUDY=sand" in why
+
+
+def test_timing_metrics_are_recognised_by_name():
+    timing = ["cpu_seconds", "train_cpu_s", "train_seconds", "cpu_s_per_image", "search_wall_s", "seal_setup_s",
+              "lat_seal_model_s", "step_time_ratio", "wall_ms_per_token", "lm_train_cpu_s"]
+    method = ["acc", "seal_secure_128", "lat_units", "rmse", "n_params", "sops", "ms_ssim", "train_tokens",
+              "final_train_loss", "search_steps"]
+    assert [m for m in timing if not reference.is_timing(m)] == []
+    assert [m for m in method if reference.is_timing(m)] == []
 
 
 def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 from importlib import metadata
 from pathlib import Path
@@ -150,6 +151,16 @@ def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
             f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
 
 
+# Metrics that time the run (CPU / wall seconds, per-step or per-token times and their ratios) measure the machine
+# and its load, not the method: `make verify` never compares them. The studies name them this way (e.g.
+# cpu_seconds, train_cpu_s, search_wall_s, step_time_ratio, wall_ms_per_token); a study's `verify.ignore` adds more.
+TIMING_METRIC = re.compile(r"(^|_)(cpu|wall|seconds|step_time)(_|$)|_s$")
+
+
+def is_timing(metric: str) -> bool:
+    return bool(TIMING_METRIC.search(str(metric)))
+
+
 def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
     """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
     import pandas as pd
@@ -167,7 +178,7 @@ def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
     out = [f"{study}: {r.method}/{r.setting}/{r.metric} only in {'reference' if r._merge == 'left_only' else 'the new run'}"
            for r in m[m._merge != "both"].itertuples()]
     for r in m[m._merge == "both"].itertuples():
-        if r.metric in ignore:
+        if r.metric in ignore or is_timing(r.metric):
             continue
         t = float(tol.get(r.metric, tol.get("default", 0.0)))
         x, y = r.mean_ref, r.mean_new
