@@ -18,6 +18,7 @@ def _full_cfg(url: str) -> dict:
 
     cfg = effective(load_study(ROOT, "deal"), "full")
     assert "drunet" in cfg["methods"] and cfg["drunet"]["url"].startswith("https://huggingface.co/deepinv/drunet/")
+    cfg["methods"] = [m for m in cfg["methods"] if m != "wcrr"]  # WCRR-NN's own test serves its checkpoint
     d = cfg["data"]
     d.update(patch=16, patches_per_image=2, val_crop=32)
     for split, sub in (("train", "train"), ("test_skimage", "bsd"), ("test_sklearn", "set12"), ("val", "train")):

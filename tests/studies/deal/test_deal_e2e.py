@@ -10,7 +10,7 @@ import yaml
 
 
 # this study's methods in the session's shared smoke run (conftest.study_smoke): fewer jobs, every stage runs
-SMOKE_METHODS = ["deal", "deal_noattn", "tv"]
+SMOKE_METHODS = ["deal", "deal_noattn", "tv", "wcrr"]  # wcrr: the official initialisation (no checkpoint)
 
 
 def test_snakemake_smoke_end_to_end(study_smoke):
@@ -20,6 +20,7 @@ def test_snakemake_smoke_end_to_end(study_smoke):
     md = (tables / "deal.md").read_text()
     assert "DEAL, paper (BSD68 gray" in md and "31.61" in md and "## Claims" in md
     assert "CT PSNR" in md and "MRI PSNR" in md  # the reused models on CT and MRI, in the same table
+    assert "WCRR-NN (official checkpoint at full scale)" in md  # its DAG path: train (tuning) and evaluate jobs
     claims = {c["id"]: c for c in json.loads((tables / "deal.claims.json").read_text())["claims"]}
     assert claims["deal_near_dncnn"]["verdict"] == "n.a."  # dncnn not run: n.a., not a crash
     assert claims["attention_worth_half_db"]["verdict"] in ("holds", "fails")

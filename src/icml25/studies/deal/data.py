@@ -1,6 +1,6 @@
 """Images: scikit-image / scikit-learn bundled images at mini and smoke (offline), the DnCNN repository's
-Train400 / BSD68 / Set12 PNGs at full scale (downloaded file by file), and DRUNet's pretrained weights where
-the scale runs that baseline.
+Train400 / BSD68 / Set12 PNGs at full scale (downloaded file by file), and DRUNet's / WCRR-NN's pretrained
+weights where the scale runs those baselines.
 
 A split is a list of image specs `{name, source}`: source `skimage` (skimage.data.<name>), `sklearn`
 (load_sample_images: china / flower), `url` (a PNG fetched to raw/<split>/<file>) or `archive` (the images
@@ -67,6 +67,10 @@ def download(cfg: dict, raw_dir: Path) -> None:
         from .drunet import fetch_weights
 
         fetch_weights(cfg, raw_dir)
+    if "wcrr" in cfg.get("methods", ()) and (cfg.get("wcrr") or {}).get("url"):  # WCRR-NN's official checkpoint
+        from .drunet import fetch_weights
+
+        fetch_weights(cfg, raw_dir, "wcrr")
 
 
 def archive_images(spec: dict, raw_dir: Path) -> list[tuple[str, np.ndarray]]:
@@ -182,6 +186,11 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
         from .drunet import stage_weights
 
         stage_weights(cfg, raw_dir, out_dir)
+    if "wcrr" in cfg.get("methods", ()) and (cfg.get("wcrr") or {}).get("url"):
+        from .drunet import stage_weights
+        from .wcrr import WEIGHTS
+
+        stage_weights(cfg, raw_dir, out_dir, "wcrr", WEIGHTS)
     write_json(out_dir / "images.json", {"train_patches": list(patches.shape), "test": [n for n, _ in test],
                                          "deblur": [n for n, _ in deblur], "val": [n for n, _ in val],
                                          "inverse": [n for n, _ in inverse]})

@@ -15,21 +15,23 @@ import torch
 WEIGHTS = "drunet.pth"  # the weights' name in the processed data directory
 
 
-def fetch_weights(cfg: dict, raw_dir: Path) -> Path:
+def fetch_weights(cfg: dict, raw_dir: Path, key: str = "drunet") -> Path:
+    """Download cfg[key]['url'] to raw/<key>/<file> (sha256 checked where given; the data manifest records it).
+    Shared by the pretrained baselines (DRUNet, WCRR-NN)."""
     from icml25.core.download import fetch
 
-    d = cfg["drunet"]
-    return fetch(d["url"], raw_dir / "drunet" / d["file"], d.get("sha256"))
+    d = cfg[key]
+    return fetch(d["url"], raw_dir / key / d["file"], d.get("sha256"))
 
 
-def stage_weights(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
+def stage_weights(cfg: dict, raw_dir: Path, out_dir: Path, key: str = "drunet", dest: str = WEIGHTS) -> None:
     """Copy the downloaded weights next to the processed images, where train / evaluate read them."""
-    src = raw_dir / "drunet" / cfg["drunet"]["file"]
+    src = raw_dir / key / cfg[key]["file"]
     if not src.exists():
         from icml25.core.errors import UserError
 
         raise UserError(f"deal: missing {src}; run the download stage")
-    shutil.copyfile(src, out_dir / WEIGHTS)
+    shutil.copyfile(src, out_dir / dest)
 
 
 def load(weights: Path, device="cpu", channels: int = 1):

@@ -3,7 +3,8 @@
 Denoising: AWGN at each `eval.sigmas` (0-255 units) on the test crops, the noise drawn from (seed,
 sigma, image) so every method sees the same noisy images at a seed. Deblurring: a 9x9 Gaussian blur
 (circular) plus noise `deblur.noise`, the denoising-trained models reused without retraining; one
-hyperparameter per method (lambda, TV weight, PnP penalty) picked on the validation image. CT and MRI
+hyperparameter per method (lambda, TV weight, PnP penalty; WCRR-NN's (lambda, sigma) pair) picked on the
+validation image. CT and MRI
 (inverse.py) likewise, on square crops of the deblurring images. PSNR and SSIM
 on outputs clipped to [0, 1] (scikit-image's SSIM, data range 1).
 """
@@ -42,7 +43,7 @@ def blurred(cfg, im, seed: int, index: int) -> np.ndarray:
 
 # ---- one method as a function of the data --------------------------------------------------------------
 
-def denoiser(method: str, model, params: dict):
+def denoiser(method: str, model, params: dict, cfg: dict | None = None):
     """f(list of noisy images, sigma) -> list of outputs (numpy), for the non-DEAL methods."""
     if method == "noisy":
         return lambda ys, s: ys
@@ -59,6 +60,13 @@ def denoiser(method: str, model, params: dict):
         return f
     if method == "drunet":  # non-blind: told the test noise level, as DEAL is
         return lambda ys, s: [O.from_batch(DR.denoiser_at(model, s)(O.to_batch(y, model_device(model)))) for y in ys]
+    if method == "wcrr":  # the official denoising test: λ = 1, σ = the noise level, FISTA with restart
+        from . import wcrr
+
+        d = cfg["wcrr"]["denoise"]
+        return lambda ys, s: [O.from_batch(wcrr.denoise(model, O.to_batch(y, model_device(model)), s,
+                                                        max_iter=int(d["max_iter"]), tol=float(d["tol"])))
+                              for y in ys]
     raise KeyError(method)
 
 
@@ -77,6 +85,13 @@ def deblurrer(method: str, model, cfg: dict):
     if method == "drunet":  # the same HQS; the hyperparameter is DRUNet's noise level, mu follows from it
         return lambda y, b, p: B.pnp_hqs(y, b.to(dev), DR.denoiser_at(model, p),
                                          DR.pnp_strength(float(d["noise"]), p), int(d["pnp_iters"]))
+    if method == "wcrr":  # SAGD on ½||k * x - y||² + λ R(x, σ) from 0 (the official default), (λ, σ) tuned
+        from . import wcrr
+
+        w = cfg["wcrr"]
+        return lambda y, b, p: O.from_batch(wcrr.reconstruct(model, O.to_batch(y, dev), b.to(dev).A, b.to(dev).At,
+                                                             p[0], p[1], max_iter=int(w["max_iter"]),
+                                                             tol=float(w["tol"])))
     if method in TRAINED:
         def f(y, b, p):
             b = b.to(dev)
@@ -89,7 +104,7 @@ def deblurrer(method: str, model, cfg: dict):
 
 
 DEBLUR_GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights", "dncnn": "pnp_mus", "deal": "deal_lambdas",
-               "deal_noattn": "deal_lambdas", "drunet": "drunet_sigmas"}
+               "deal_noattn": "deal_lambdas", "drunet": "drunet_sigmas", "wcrr": ("wcrr_lambdas", "wcrr_sigmas")}
 DENOISE_GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights"}
 
 
@@ -107,10 +122,10 @@ def tune(cfg: dict, method: str, model, data_dir: Path) -> dict:
     if method in DEBLUR_GRID and cfg["deblur"].get("enabled", True):
         y = blurred(cfg, val, 10_000, 0)
         b = blur_of(cfg, val.shape[-2:])
-        grid = cfg["deblur"][DEBLUR_GRID[method]]
+        grid = INV.grid_values(cfg["deblur"], DEBLUR_GRID[method])
         f = deblurrer(method, model, cfg)
         scores = [O.psnr(f(y, b, p), val) for p in grid]
-        out["deblur"] = float(grid[int(np.argmax(scores))])
+        out["deblur"] = INV.pick(grid, scores)
         out["deblur_val_psnr"] = [float(s) for s in scores]
     if INV.enabled(cfg):  # CT and MRI: the same validation image, cropped to the tasks' size
         out.update(INV.tune(cfg, method, model, centre_crop(val, int(cfg["inverse"]["size"]))))
@@ -191,7 +206,7 @@ def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir: Path,
             if s == example_sigma:
                 example["mask"] = masks[0]
         else:
-            final = denoiser(method, model, params)(ys, s)
+            final = denoiser(method, model, params, cfg)(ys, s)
             dt = time.process_time() - t0
         rows += [_row(s, "psnr", np.mean([O.psnr(x, im) for x, (_, im) in zip(final, images)])),
                  _row(s, "ssim", np.mean([O.ssim(x, im) for x, (_, im) in zip(final, images)])),

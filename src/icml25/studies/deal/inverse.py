@@ -14,7 +14,8 @@ problems), their forward operators with exact adjoints, and the baselines on the
 
 Every method gets the same measurement of (seed, task, image). DEAL: `solve_inverse_problem` from 0 for MRI
 (the official DEAL_Recon) and from the FBP for CT, sigma_denoiser 15, lambda tuned on the validation image; Tikhonov: CG on (H^T H + lambda D^T D) x = H^T y
-(periodic finite differences); TV: FISTA with Chambolle's prox; DnCNN: plug-and-play HQS with a CG data step.
+(periodic finite differences); TV: FISTA with Chambolle's prox; DnCNN: plug-and-play HQS with a CG data step;
+WCRR-NN (full scale): SAGD (wcrr.py) from the zero-filled image / FBP, (λ, σ) tuned on the validation image.
 """
 from __future__ import annotations
 
@@ -230,6 +231,17 @@ def solver(method: str, model, cfg: dict):
     if method == "dncnn":
         return lambda y, op, x0, p: O.from_batch(pnp_hqs(y.to(dev), op.to(dev), model, p, O.to_batch(x0, dev),
                                                          int(inv["pnp_iters"])))
+    if method == "wcrr":  # SAGD from the classical reconstruction (official: zero-filled for MRI, FBP for CT)
+        from . import wcrr
+
+        w = cfg["wcrr"]
+
+        def f(y, op, x0, p):
+            op = op.to(dev)
+            x = wcrr.reconstruct(model, y.to(dev), op.A, op.At, p[0], p[1], x_init=O.to_batch(x0, dev),
+                                 max_iter=int(w["max_iter"]), tol=float(w["tol"]))
+            return O.from_batch(x)
+        return f
     if method in ("deal", "deal_noattn"):
         def f(y, op, x0, p):
             op = op.to(dev)
@@ -244,7 +256,22 @@ def solver(method: str, model, cfg: dict):
 
 
 GRID = {"tikhonov": "tikhonov_lambdas", "tv": "tv_weights", "dncnn": "pnp_mus", "deal": "deal_lambdas",
-        "deal_noattn": "deal_lambdas", "noisy": None}
+        "deal_noattn": "deal_lambdas", "noisy": None, "wcrr": ("wcrr_lambdas", "wcrr_sigmas")}
+
+
+def grid_values(section: dict, key) -> list:
+    """A method's candidate hyperparameters: one list, or for WCRR-NN the (λ, σ) pairs of two lists (the
+    official tunes both), or [None] for none."""
+    if key is None:
+        return [None]
+    if isinstance(key, tuple):
+        return [[float(a), float(b)] for a in section[key[0]] for b in section[key[1]]]
+    return section[key]
+
+
+def pick(grid: list, scores: list):
+    best = grid[int(np.argmax(scores))]
+    return None if best is None else [float(v) for v in best] if isinstance(best, list) else float(best)
 
 
 def enabled(cfg: dict) -> list[str]:
@@ -262,9 +289,9 @@ def tune(cfg: dict, method: str, model, val: np.ndarray) -> dict:
         task = cfg["inverse"]["tasks"][t]
         op = operator(task, val.shape[-1], 10_000, 0)
         y, x0 = measure(task, op, val, 10_000, 0)
-        grid = cfg["inverse"][GRID[method]] if GRID[method] else [None]
+        grid = grid_values(cfg["inverse"], GRID[method])
         scores = [O.psnr(f(y, op, x0, p), val) for p in grid]
-        out[t] = None if grid[0] is None else float(grid[int(np.argmax(scores))])
+        out[t] = pick(grid, scores)
         out[f"{t}_val_psnr"] = [float(s) for s in scores]
     return out
 
