@@ -31,6 +31,7 @@ def _full_cfg(url: str) -> dict:
     cfg["device"] = "cpu"
     cfg["eval"]["sigmas"] = [15]
     cfg["deblur"].update(drunet_sigmas=[5, 25], pnp_iters=2)
+    cfg["inverse"]["enabled"] = False  # DRUNet is not run on CT / MRI (the paper's data: test_deal_paper_data.py)
     return cfg
 
 

@@ -215,6 +215,7 @@ def _full_cfg(url: str) -> dict:
     cfg["device"] = "cpu"
     cfg["eval"]["sigmas"] = [15]
     cfg["deblur"].update(wcrr_lambdas=[0.5, 2.0], wcrr_sigmas=[5])
+    cfg["inverse"].pop("paper_data")  # our CT / MRI measurements here (the paper's data: test_deal_paper_data.py)
     cfg["inverse"].update(size=16, tasks={"ct": {"kind": "ct", "views": 6, "noise": 0.01},
                                           "mri": cfg["inverse"]["tasks"]["mri"]},
                           wcrr_lambdas=[1.0], wcrr_sigmas=[2, 10])

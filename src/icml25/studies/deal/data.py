@@ -63,6 +63,10 @@ def download(cfg: dict, raw_dir: Path) -> None:
                 fetch(url, raw_dir / split / name, None)
         elif spec["source"] == "archive":
             fetch(spec["url"], raw_dir / "archives" / spec["file"], spec.get("sha256"))
+    from . import goujon_data
+
+    if goujon_data.enabled(cfg):  # the paper's CT / MRI data (full scale): Goujon et al.'s Zenodo record
+        goujon_data.download(cfg, raw_dir)
     if "drunet" in cfg.get("methods", ()):  # the DRUNet baseline's pretrained weights (full scale)
         from .drunet import fetch_weights
 
@@ -176,7 +180,11 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
     np.savez(out_dir / "val.npz", **{n: im for n, im in val})
     inv = cfg.get("inverse") or {}
     inverse = []
-    if inv.get("enabled"):  # CT / MRI: square centre crops of the deblurring images (+ the Shepp-Logan phantom)
+    from . import goujon_data
+
+    if goujon_data.enabled(cfg):  # the paper's CT / MRI data: the official validation / test cases
+        inverse = goujon_data.preprocess(cfg, raw_dir, out_dir)
+    elif inv.get("enabled"):  # CT / MRI: square centre crops of the deblurring images (+ the Shepp-Logan phantom)
         n = int(inv["size"])
         inverse = [(k, centre_crop(im, n)) for k, im in deblur]
         if inv.get("phantom"):
@@ -193,7 +201,7 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> None:
         stage_weights(cfg, raw_dir, out_dir, "wcrr", WEIGHTS)
     write_json(out_dir / "images.json", {"train_patches": list(patches.shape), "test": [n for n, _ in test],
                                          "deblur": [n for n, _ in deblur], "val": [n for n, _ in val],
-                                         "inverse": [n for n, _ in inverse]})
+                                         "inverse": [n if isinstance(n, str) else n[0] for n in inverse]})
 
 
 def phantom(n: int) -> np.ndarray:

@@ -128,7 +128,7 @@ def tune(cfg: dict, method: str, model, data_dir: Path) -> dict:
         out["deblur"] = INV.pick(grid, scores)
         out["deblur_val_psnr"] = [float(s) for s in scores]
     if INV.enabled(cfg):  # CT and MRI: the same validation image, cropped to the tasks' size
-        out.update(INV.tune(cfg, method, model, centre_crop(val, int(cfg["inverse"]["size"]))))
+        out.update(INV.tune(cfg, method, model, centre_crop(val, int(cfg["inverse"]["size"])), data_dir))
     return out
 
 
@@ -224,7 +224,7 @@ def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir: Path,
                  {"setting": "deblur", "metric": "ssim", "value": np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, targets)])},
                  {"setting": "deblur", "metric": "cpu_s_per_image", "value": dt / len(targets)}]
     if INV.enabled(cfg) and method in INV.GRID:
-        rows += INV.test(cfg, method, model, params, seed, load_images(data_dir / "inverse.npz"))
+        rows += INV.test(cfg, method, model, params, seed, data_dir)
     if fp:
         write_json(run_dir / "fixed_point.json", {"depth": int(cfg["train"]["n_out"][1]), "residuals": fp})
     np.savez(run_dir / "example.npz", sigma=example_sigma, image=images[0][0], **example)

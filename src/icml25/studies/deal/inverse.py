@@ -63,6 +63,25 @@ class MRI:
         return torch.fft.ifft2(y * self.M, norm="ortho").real
 
 
+class MultiCoilMRI(MRI):
+    """Multi-coil Cartesian MRI (official OpMRI_multicoil_*): A x = M ⊙ F(S_c x) per coil c, with S the (Nc, H, W)
+    sensitivity maps; A^T y = Σ_c Re(conj(S_c) F^-1(M ⊙ y_c)), the exact adjoint for real images."""
+
+    def __init__(self, mask: np.ndarray, smaps: np.ndarray, device=None):
+        super().__init__(mask, device)
+        self.smaps_np = np.asarray(smaps, np.complex64)
+        self.S = torch.as_tensor(self.smaps_np, device=device)
+
+    def to(self, device) -> "MultiCoilMRI":
+        return self if self.M.device == torch.device(device) else MultiCoilMRI(self.mask_np, self.smaps_np, device)
+
+    def A(self, x):  # (B, 1, H, W) real -> (B, Nc, H, W) complex
+        return torch.fft.fft2(x * self.S, norm="ortho") * self.M
+
+    def At(self, y):
+        return (torch.fft.ifft2(y * self.M, norm="ortho") * self.S.conj()).real.sum(dim=1, keepdim=True)
+
+
 @lru_cache(maxsize=8)
 def _ray_matrix(n: int, views: int):
     """scipy CSR matrix (views * n_det, n * n) of bilinear ray sums, and the angles (degrees). Detector t and
@@ -139,6 +158,77 @@ class ParallelBeamCT:
 
         return iradon((np.asarray(y, np.float64) * self.norm).T, theta=self.theta, output_size=self.n,
                       circle=False, filter_name="ramp").astype(np.float32)
+
+
+def _odl_ray_matrix(n: int, views: int, n_det: int, half_width: float):
+    """scipy CSR matrix (views * n_det, n * n) of the parallel-beam ray transform in the official CT geometry
+    (inverse_problems/ct/utils_ct/ct_forward_utils.py: ODL's `uniform_discr([-R, -R], [R, R], (n, n))` and
+    `parallel_beam_geometry(space, num_angles=views, det_shape=n_det)`), in ODL 0.7's conventions: array axis 0
+    is x and axis 1 is y, pixel centres at -R + (i + 1/2) h, h = 2R / n; angles (k + 1/2) π / views; detector cells
+    on [-ρ, ρ], ρ = R √2 (the domain's corner), centres s_d; ray (k, d) = {s_d θ + t θ⊥}, θ = (cos φ, sin φ),
+    θ⊥ = (-sin φ, cos φ) (detector axis (1, 0) and position (0, 1) rotated by φ). Line integrals in the
+    domain's length units: bilinear samples at steps h along t, times h (our discretisation; the official
+    projector is astra's)."""
+    import scipy.sparse as sp
+
+    R = float(half_width)
+    h = 2 * R / n
+    rho = R * math.sqrt(2)
+    phi = (np.arange(views) + 0.5) * math.pi / views
+    s = -rho + (np.arange(n_det) + 0.5) * (2 * rho / n_det)
+    m = int(math.ceil(2 * rho / h)) + 1
+    t = (np.arange(m) - (m - 1) / 2) * h
+    blocks = []
+    for ph in phi:
+        c, sn = math.cos(ph), math.sin(ph)
+        x = s[:, None] * c - t[None, :] * sn          # (n_det, m) sample points
+        y = s[:, None] * sn + t[None, :] * c
+        u, v = (x + R) / h - 0.5, (y + R) / h - 0.5   # continuous array indices (axis 0, axis 1)
+        u0, v0 = np.floor(u), np.floor(v)
+        fu, fv = u - u0, v - v0
+        det = np.broadcast_to(np.arange(n_det)[:, None], u.shape)
+        rows, cols, vals = [], [], []
+        for du, dv, w in ((0, 0, (1 - fu) * (1 - fv)), (0, 1, (1 - fu) * fv), (1, 0, fu * (1 - fv)), (1, 1, fu * fv)):
+            iu, iv = u0 + du, v0 + dv
+            ok = (iu >= 0) & (iu < n) & (iv >= 0) & (iv < n) & (w > 0)
+            rows.append(det[ok])
+            cols.append((iu[ok] * n + iv[ok]).astype(np.int64))
+            vals.append((w[ok] * h).astype(np.float32))
+        blocks.append(sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                                    shape=(n_det, n * n), dtype=np.float32))
+    return sp.vstack(blocks, format="csr")
+
+
+class OdlParallelBeamCT(ParallelBeamCT):
+    """The official CT geometry (`_odl_ray_matrix`) as A = S / ||S|| on (B, 1, n, n) images; the official
+    measurements y enter as y / ||S|| (the same problem, λ on the unit-norm scale of our grids)."""
+
+    def __init__(self, n: int, views: int, n_det: int, half_width: float, device=None):
+        from scipy.sparse.linalg import svds
+
+        S = _odl_ray_matrix(int(n), int(views), int(n_det), float(half_width))
+        self.n, self.views, self.n_det, self.theta = int(n), int(views), int(n_det), None
+        self.norm = float(svds(S.astype(np.float64), k=1, return_singular_vectors=False, random_state=0)[0])
+        self._S, self._device = S, device
+        self.S = _sparse(S / self.norm, device)
+        self.St = _sparse((S / self.norm).T, device)
+
+
+@lru_cache(maxsize=2)
+def _paper_ct(n: int, views: int, n_det: int, half_width: float) -> OdlParallelBeamCT:
+    return OdlParallelBeamCT(n, views, n_det, half_width)
+
+
+def paper_ct(task: dict) -> OdlParallelBeamCT:
+    """The official geometry: 512 px on [-128, 128]^2, 200 views, 400 detector cells (config: size, views,
+    detectors, half_width)."""
+    return _paper_ct(int(task.get("size", 512)), int(task["views"]), int(task.get("detectors", 400)),
+                     float(task.get("half_width", 128.0)))
+
+
+def apply_unnormalised(op: ParallelBeamCT, im: np.ndarray) -> np.ndarray:
+    """S x in the data's units (a (views, n_det) sinogram) of one image."""
+    return np.asarray(op._S @ np.asarray(im, np.float64).reshape(-1)).reshape(op.views, op.n_det)
 
 
 # ---- one task: the operator and the measurement of one image ----------------------------------------------
@@ -275,42 +365,82 @@ def pick(grid: list, scores: list):
 
 
 def enabled(cfg: dict) -> list[str]:
+    """The enabled tasks (kind ct or mri), by name in sorted order (ct before mri, as the tables list them)."""
     inv = cfg.get("inverse") or {}
-    return [t for t in TASKS if inv.get("enabled", False) and t in (inv.get("tasks") or {})]
+    if not inv.get("enabled", False):
+        return []
+    return sorted(t for t, v in (inv.get("tasks") or {}).items() if (v or {}).get("kind") in TASKS)
 
 
-def tune(cfg: dict, method: str, model, val: np.ndarray) -> dict:
-    """Per task: the method's hyperparameter picked by PSNR on the validation image (never on test)."""
+def paper_case(task: dict, case: dict):
+    """(operator, y, input image, target, crop) of one official case (goujon_data): CT from the stored sinogram
+    and FBP (y scaled with our unit-norm operator); MRI with the stored mask (and maps), started from the
+    zero-filled image, scored on the 320x320 centre crop against x_crop (the official `crop=True`)."""
+    if task["kind"] == "ct":
+        op = paper_ct(task)
+        y = torch.as_tensor(case["y"], dtype=torch.float32)[None, None] / op.norm
+        return op, y, case["x0"].astype(np.float32), case["x"], None
+    mask = case["mask"]
+    op = MultiCoilMRI(mask, case["smaps"]) if "smaps" in case else MRI(mask)
+    y = torch.as_tensor(case["y"], dtype=torch.complex64)[None]
+    return op, y, O.from_batch(op.At(y)), case["x"], case["x"].shape[-1]
+
+
+def _cases(cfg: dict, t: str, split: str, seed: int, images, data_dir):
+    """(operator, y, input image, target, crop) per image of one task: the official data where the scale names
+    it (inverse.paper_data), else our measurement of each image (the MRI mask and the noise from (seed, image))."""
+    from . import goujon_data as G
+
+    task = cfg["inverse"]["tasks"][t]
+    if G.enabled(cfg):
+        for _, case in G.cases(t, split, data_dir):
+            yield paper_case(task, case)
+        return
+    for i, (_, im) in enumerate(images):
+        op = operator(task, im.shape[-1], seed, i)
+        y, x0 = measure(task, op, im, seed, i)
+        yield op, y, x0, im, None
+
+
+def _score(fn, x, target, crop):
+    from .data import centre_crop
+
+    return fn(centre_crop(x, crop) if crop else x, target)
+
+
+def tune(cfg: dict, method: str, model, val: np.ndarray, data_dir=None) -> dict:
+    """Per task: the method's hyperparameter picked by mean PSNR on the validation image(s) (never on test): our
+    validation image, or the official validation set where the scale reads the paper's data."""
     out = {}
     if method not in GRID:
         return out
     f = solver(method, model, cfg)
     for t in enabled(cfg):
-        task = cfg["inverse"]["tasks"][t]
-        op = operator(task, val.shape[-1], 10_000, 0)
-        y, x0 = measure(task, op, val, 10_000, 0)
+        cases = list(_cases(cfg, t, "val", 10_000, [("val", val)], data_dir))
         grid = grid_values(cfg["inverse"], GRID[method])
-        scores = [O.psnr(f(y, op, x0, p), val) for p in grid]
+        scores = [float(np.mean([_score(O.psnr, f(y, op, x0, p), gt, crop) for op, y, x0, gt, crop in cases]))
+                  for p in grid]
         out[t] = pick(grid, scores)
         out[f"{t}_val_psnr"] = [float(s) for s in scores]
     return out
 
 
-def test(cfg: dict, method: str, model, params: dict, seed: int, images) -> list[dict]:
+def test(cfg: dict, method: str, model, params: dict, seed: int, data_dir) -> list[dict]:
     """Rows (setting = task) of PSNR / SSIM / CPU seconds per image on the task's test images."""
     import time
 
+    from . import goujon_data as G
+    from .data import load_images
+
     rows = []
     f = solver(method, model, cfg)
+    images = None if G.enabled(cfg) else load_images(data_dir / "inverse.npz")
     for t in enabled(cfg):
-        task = cfg["inverse"]["tasks"][t]
         outs, t0 = [], time.process_time()
-        for i, (_, im) in enumerate(images):
-            op = operator(task, im.shape[-1], seed, i)
-            y, x0 = measure(task, op, im, seed, i)
-            outs.append(f(y, op, x0, params.get(t)))
+        for op, y, x0, gt, crop in _cases(cfg, t, "test", seed, images, data_dir):
+            outs.append((f(y, op, x0, params.get(t)), gt, crop))
         dt = time.process_time() - t0
-        rows += [{"setting": t, "metric": "psnr", "value": float(np.mean([O.psnr(x, im) for x, (_, im) in zip(outs, images)]))},
-                 {"setting": t, "metric": "ssim", "value": float(np.mean([O.ssim(x, im) for x, (_, im) in zip(outs, images)]))},
-                 {"setting": t, "metric": "cpu_s_per_image", "value": dt / len(images)}]
+        rows += [{"setting": t, "metric": "psnr", "value": float(np.mean([_score(O.psnr, *o) for o in outs]))},
+                 {"setting": t, "metric": "ssim", "value": float(np.mean([_score(O.ssim, *o) for o in outs]))},
+                 {"setting": t, "metric": "cpu_s_per_image", "value": dt / len(outs)}]
     return rows

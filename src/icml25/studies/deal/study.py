@@ -100,9 +100,16 @@ def validate(cfg: dict) -> None:
     if inv.get("enabled"):
         if cfg["data"].get("color"):
             raise UserError("deal: the CT / MRI tasks are gray (set inverse.enabled: false for colour data)")
-        bad = {t: v for t, v in (inv.get("tasks") or {}).items() if t not in ("ct", "mri") or v.get("kind") != t}
+        bad = {t: v for t, v in (inv.get("tasks") or {}).items() if (v or {}).get("kind") not in ("ct", "mri")}
         if bad:
-            raise UserError(f"deal: inverse.tasks are 'ct' (kind: ct) and 'mri' (kind: mri), got {bad}")
+            raise UserError(f"deal: each inverse task needs kind: ct or kind: mri, got {bad}")
+        if (inv.get("paper_data") or {}).get("api"):  # the official data: the settings that name its files
+            need = {"ct": ("noise_level", "views"), "mri": ("acceleration", "centre_fraction", "noise")}
+            for t, v in inv["tasks"].items():
+                miss = [k for k in need[v["kind"]] if k not in v]
+                if miss or v.get("coil", "single") not in ("single", "multi"):
+                    raise UserError(f"deal: inverse task '{t}' on the paper's data needs {list(need[v['kind']])} "
+                                    f"(and coil: single | multi for MRI), missing {miss}")
     if "wcrr" in cfg["methods"]:
         w = cfg.get("wcrr") or {}
         if cfg["data"].get("color") or int(w.get("model", {}).get("channels", [0])[0]) != 1:
@@ -202,7 +209,9 @@ def evaluate(cfg, method, seed, data_dir, base_dir, run_dir) -> list:
 
 def _inverse_tasks(cfg):
     inv = cfg.get("inverse") or {}
-    return [t for t in ("ct", "mri") if inv.get("enabled", False) and t in (inv.get("tasks") or {})]
+    if not inv.get("enabled", False):
+        return []
+    return sorted(t for t, v in (inv.get("tasks") or {}).items() if (v or {}).get("kind") in ("ct", "mri"))
 
 
 def _sigmas(cfg):
