@@ -3,32 +3,19 @@ local stand-ins: a randomly initialised deepinv DRUNet's weights served over HTT
 file, tiny PNGs in place of Train400 / BSD68 / Set12, the full config with small sizes."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from deal_deepinv import deepinv  # noqa: F401  (the fixture)
-
-ROOT = Path(__file__).resolve().parents[3]
+from full_stand_in import full_cfg, staged
 
 
 def _full_cfg(url: str) -> dict:
-    from icml25.core.config import effective, load_study
-
-    cfg = effective(load_study(ROOT, "deal"), "full")
+    cfg = full_cfg(url)
     assert "drunet" in cfg["methods"] and cfg["drunet"]["url"].startswith("https://huggingface.co/deepinv/drunet/")
     cfg["methods"] = [m for m in cfg["methods"] if m != "wcrr"]  # WCRR-NN's own test serves its checkpoint
-    d = cfg["data"]
-    d.update(patch=16, patches_per_image=2, val_crop=32)
-    for split, sub in (("train", "train"), ("test_skimage", "bsd"), ("test_sklearn", "set12"), ("val", "train")):
-        d["splits"][split]["base"] = f"{url}/{sub}"
-    d["splits"]["train"]["range"] = [1, 1]
-    d["splits"]["test_skimage"]["range"] = [1, 1]
-    d["splits"]["test_sklearn"]["range"] = [1, 1]
     # the published file's name and query string, served from the local stand-in
     cfg["drunet"]["url"] = f"{url}/drunet/{cfg['drunet']['file']}?download=true"
-    cfg["device"] = "cpu"
     cfg["eval"]["sigmas"] = [15]
     cfg["deblur"].update(drunet_sigmas=[5, 25], pnp_iters=2)
     cfg["inverse"]["enabled"] = False  # DRUNet is not run on CT / MRI (the paper's data: test_deal_paper_data.py)
@@ -59,12 +46,7 @@ def test_drunet_baseline_through_the_stages(site, file_server, tmp_path):
 
     root, net = site
     cfg = _full_cfg(file_server(root))
-    S.validate(cfg)
-    raw, data, run = tmp_path / "raw", tmp_path / "data", tmp_path / "run"
-    data.mkdir()
-    run.mkdir()
-    S.download(cfg, raw)
-    S.preprocess(cfg, raw, data)
+    raw, data, run = staged(cfg, tmp_path)
     out = S.train(cfg, "drunet", 0, data, None, run)
     n = sum(p.numel() for p in net.parameters())
     assert {"setting": "train", "metric": "n_params", "value": n} in out["metrics"]

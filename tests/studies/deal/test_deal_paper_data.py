@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from full_stand_in import full_cfg
 
-ROOT = Path(__file__).resolve().parents[3]
 CT_TASK = {"kind": "ct", "views": 10, "detectors": 24, "size": 32, "half_width": 64.0, "noise_level": 0.5,
            "max_residual_ratio": 5}
 
@@ -187,9 +187,7 @@ def _site(root: Path, url: str, broken_ct=False) -> None:
 
 
 def _cfg(url: str) -> dict:
-    from icml25.core.config import effective, load_study
-
-    cfg = effective(load_study(ROOT, "deal"), "full")
+    cfg = full_cfg(url)
     inv = cfg["inverse"]
     assert inv["paper_data"]["api"] == "https://zenodo.org/api/records/8302121"
     assert sorted(inv["tasks"]) == ["ct", "mri", "mri_multi"]
@@ -198,13 +196,7 @@ def _cfg(url: str) -> dict:
     inv["tasks"]["ct"].update(CT_TASK)
     inv.update(n_out=3, n_in=5, pnp_iters=2, tv_iters=2, tikhonov_lambdas=[0.001, 0.1], tv_weights=[0.001, 0.01],
                deal_lambdas=[0.1, 1.0])
-    d = cfg["data"]
-    d.update(patch=16, patches_per_image=2, val_crop=32)
-    for split, sub in (("train", "train"), ("test_skimage", "bsd"), ("test_sklearn", "set12"), ("val", "train")):
-        d["splits"][split]["base"] = f"{url}/{sub}"
-    for split in ("train", "test_skimage", "test_sklearn"):
-        d["splits"][split]["range"] = [1, 1]
-    cfg.update(device="cpu", methods=["deal", "tikhonov", "noisy"])
+    cfg["methods"] = ["deal", "tikhonov", "noisy"]
     cfg["model"].update(channels=[1, 2, 4, 8], kernel=5, sn_size=64)
     cfg["train"].update(steps=1, batch=2, n_out=[2, 2], n_in=5)
     cfg["eval"].update(sigmas=[25], n_out=3, n_in=5)

@@ -13,6 +13,7 @@ import torch
 
 from icml25.studies.deal import wcrr
 from icml25.studies.deal.operators import Blur, gaussian_kernel
+from full_stand_in import full_cfg, staged
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[3]
@@ -197,22 +198,13 @@ def _official_layout(model: wcrr.WCRR) -> dict:
 
 
 def _full_cfg(url: str) -> dict:
-    from icml25.core.config import effective, load_study
-
-    cfg = effective(load_study(ROOT, "deal"), "full")
+    cfg = full_cfg(url)
     w = cfg["wcrr"]
     assert "wcrr" in cfg["methods"] and w["url"].startswith(
         "https://raw.githubusercontent.com/axgoujon/weakly_convex_ridge_regularizer/")
     cfg["methods"] = [m for m in cfg["methods"] if m != "drunet"]  # DRUNet's own test serves its weights
-    d = cfg["data"]
-    d.update(patch=16, patches_per_image=2, val_crop=32)
-    for split, sub in (("train", "train"), ("test_skimage", "bsd"), ("test_sklearn", "set12"), ("val", "train")):
-        d["splits"][split]["base"] = f"{url}/{sub}"
-    for split in ("train", "test_skimage", "test_sklearn"):
-        d["splits"][split]["range"] = [1, 1]
     w["url"] = f"{url}/wcrr/{w['file']}"  # the published file's name, served from the local stand-in
     w.update(sn_steps=3, max_iter=10, denoise={"max_iter": 10, "tol": 1e-4})
-    cfg["device"] = "cpu"
     cfg["eval"]["sigmas"] = [15]
     cfg["deblur"].update(wcrr_lambdas=[0.5, 2.0], wcrr_sigmas=[5])
     cfg["inverse"].pop("paper_data")  # our CT / MRI measurements here (the paper's data: test_deal_paper_data.py)
@@ -253,13 +245,8 @@ def test_wcrr_checkpoint_through_the_stages(site, file_server, tmp_path):
 
     root, net = site
     cfg = _full_cfg(file_server(root))
-    S.validate(cfg)
-    raw, data, run = tmp_path / "raw", tmp_path / "data", tmp_path / "run"
-    data.mkdir()
-    run.mkdir()
-    S.download(cfg, raw)
+    raw, data, run = staged(cfg, tmp_path)
     assert (raw / "wcrr" / cfg["wcrr"]["file"]).read_bytes() == (root / "wcrr" / cfg["wcrr"]["file"]).read_bytes()
-    S.preprocess(cfg, raw, data)
     out = S.train(cfg, "wcrr", 0, data, None, run)
     assert {"setting": "train", "metric": "n_params", "value": 13763} in out["metrics"]  # the official count
     loaded = S._load_model(cfg, "wcrr", run, data)

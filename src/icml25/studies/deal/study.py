@@ -222,6 +222,22 @@ def _den(s):
     return f"denoise/s{s:g}"
 
 
+def _quoted_row(cfg, label: str, psnr_by_sigma: dict, params: str) -> dict:
+    """A table row of numbers quoted from elsewhere (the paper, an official repository): denoising PSNR per σ
+    where quoted, "–" in every other column."""
+    row = {"method": label}
+    for s in _sigmas(cfg):
+        v = psnr_by_sigma.get(int(s))
+        row[f"PSNR σ={s:g}"] = "–" if v is None else f"{v:.2f}"
+        row[f"SSIM σ={s:g}"] = "–"
+    if cfg["deblur"].get("enabled", True):
+        row["deblur PSNR"] = row["deblur SSIM"] = "–"
+    for t in _inverse_tasks(cfg):
+        row[f"{t.upper()} PSNR"] = row[f"{t.upper()} SSIM"] = "–"
+    row["params"], row["train CPU s"] = params, "–"
+    return row
+
+
 def make_table(agg, cfg):
     import pandas as pd
 
@@ -248,30 +264,10 @@ def make_table(agg, cfg):
         cpu = lookup(agg, m, "train", "train_cpu_s")
         r["train CPU s"] = "–" if cpu is None else f"{cpu[0]:.0f}"
         rows.append(r)
-    label, paper_psnr, paper_params = paper_reference(cfg)
-    paper = {"method": label}
-    for s in _sigmas(cfg):
-        v = paper_psnr.get(int(s))
-        paper[f"PSNR σ={s:g}"] = "–" if v is None else f"{v:.2f}"
-        paper[f"SSIM σ={s:g}"] = "–"
-    if cfg["deblur"].get("enabled", True):
-        paper["deblur PSNR"] = paper["deblur SSIM"] = "–"
-    for t in _inverse_tasks(cfg):
-        paper[f"{t.upper()} PSNR"] = paper[f"{t.upper()} SSIM"] = "–"
-    paper["params"], paper["train CPU s"] = paper_params, "–"
-    rows.append(paper)
+    rows.append(_quoted_row(cfg, *paper_reference(cfg)))
     if "wcrr" in cfg["methods"] and cfg["wcrr"].get("url"):  # the official checkpoint's reference numbers
-        ref = {"method": "WCRR-NN: DEAL paper not quoted; official repository (BSD68 gray, test_WCRR_NN.csv)"}
-        for s in _sigmas(cfg):
-            v = WCRR_REPO_PSNR.get(int(s))
-            ref[f"PSNR σ={s:g}"] = "–" if v is None else f"{v:.2f}"
-            ref[f"SSIM σ={s:g}"] = "–"
-        if cfg["deblur"].get("enabled", True):
-            ref["deblur PSNR"] = ref["deblur SSIM"] = "–"
-        for t in _inverse_tasks(cfg):
-            ref[f"{t.upper()} PSNR"] = ref[f"{t.upper()} SSIM"] = "–"
-        ref["params"], ref["train CPU s"] = "13,763", "–"
-        rows.append(ref)
+        rows.append(_quoted_row(cfg, "WCRR-NN: DEAL paper not quoted; official repository (BSD68 gray, "
+                                     "test_WCRR_NN.csv)", WCRR_REPO_PSNR, "13,763"))
     if "deal" in cfg["methods"]:
         for s in _sigmas(cfg):
             c = {k: lookup(agg, "deal", _den(s), k) for k in ("psnr_at_depth", "psnr_at_3x", "fp_worst_step",
