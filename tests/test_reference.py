@@ -89,6 +89,8 @@ def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{study}: identical to the reference" in proc.stdout
+    report = (root / "results" / "smoke" / "verify.md").read_text()
+    assert f"| {study} |" in report and "(same CPU)" in report and report.rstrip().endswith("| none | identical |")
     # a changed reference number is caught, with exit 1
     csv = root / "reference" / "smoke" / f"{study}.csv"
     lines = csv.read_text().splitlines()
@@ -98,6 +100,8 @@ def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):
     proc = subprocess.run([icml25[0], "verify", "--root", str(root), "--scale", "smoke", "--studies", study],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "12345.0 (reference)" in proc.stdout
+    row = (root / "results" / "smoke" / "verify.md").read_text().rstrip().splitlines()[-1]
+    assert row.endswith("| none | numbers differ, same verdicts |") and "| 1 | 1 |" in row, row
 
 
 _CAPABILITY = "import icml25, torch; print(torch.backends.cpu.get_cpu_capability())"
@@ -122,6 +126,9 @@ def test_verify_names_a_kernel_mismatch(tmp_path):
     assert reference.kernel_mismatch(root, "sand", "mini") is None  # stamped on this machine, same kernels
     path = root / "reference" / "mini" / "sand.stamp.json"
     stamp = json.loads(path.read_text())
+    # same torch kernels on another CPU model: MKL's own dispatch is named
+    path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "cpu": "Some Other CPU"}}))
+    assert "the reference ran on another CPU (Some Other CPU" in reference.kernel_mismatch(root, "sand", "mini")
     del stamp["machine"]["cpu_isa"], stamp["machine"]["aten_cpu_capability"]  # a stamp from before the record
     path.write_text(json.dumps(stamp))
     assert "the reference ran torch's unrecorded CPU kernels" in reference.kernel_mismatch(root, "sand", "mini")

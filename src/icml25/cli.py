@@ -252,7 +252,8 @@ def cmd_verify(ctx: Ctx, a) -> None:
     from .core import reference
 
     diffs, stale = [], []
-    for name in _ref_studies(ctx, a):
+    names = _ref_studies(ctx, a)
+    for name in names:
         why = reference.stale(ctx.root, name, ctx.scale)
         if why:
             stale.append(why)
@@ -263,6 +264,7 @@ def cmd_verify(ctx: Ctx, a) -> None:
         print(f"{name}: {'identical to the reference' if not d else f'{len(d)} difference(s)'}")
     for line in stale + diffs:
         print(line)
+    print(f"report: {reference.verify_report(ctx.root, names, ctx.scale).relative_to(ctx.root)}")
     if stale or diffs:
         raise SystemExit(1)
 

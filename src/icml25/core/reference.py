@@ -144,11 +144,17 @@ def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
     path = ref_dir(root, scale) / f"{study}.stamp.json"
     if not path.exists():
         return None
-    ref, now = _kernels(json.loads(path.read_text())["machine"]), _kernels(machine())
-    if ref == now:
-        return None
-    return (f"{study}: the reference ran torch's {ref} CPU kernels, this run {now}; trained numbers may differ for "
-            f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
+    ref_m, now_m = json.loads(path.read_text())["machine"], machine()
+    ref, now = _kernels(ref_m), _kernels(now_m)
+    if ref != now:
+        return (f"{study}: the reference ran torch's {ref} CPU kernels, this run {now}; trained numbers may differ for "
+                f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
+    if ref_m.get("cpu") != now_m["cpu"]:
+        # measured: a 257x129 @ 129x263 float32 matmul differs in its bits with and without MKL_CBWR=AVX2 on an
+        # AVX-512 Xeon, with torch's own kernels pinned to AVX2 either way
+        return (f"{study}: the reference ran on another CPU ({ref_m.get('cpu')}; this run {now_m['cpu']}); torch's "
+                f"BLAS (MKL) picks its kernels by CPU whatever ATEN_CPU_CAPABILITY says, so trained numbers may differ")
+    return None
 
 
 # Metrics that time the run (CPU / wall seconds, per-step or per-token times and their ratios) measure the machine
@@ -161,8 +167,9 @@ def is_timing(metric: str) -> bool:
     return bool(TIMING_METRIC.search(str(metric)))
 
 
-def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
-    """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
+def comparison(root: Path, study: str, scale: str = "mini") -> dict:
+    """results/<scale>/tables/<study>.* against its reference: the rows only one side has, the compared numbers
+    that differ (beyond the study's `verify.tolerance`), how many numbers were compared, the verdicts that differ."""
     import pandas as pd
 
     root = Path(root)
@@ -175,19 +182,68 @@ def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
     a, b = pd.read_csv(ref / f"{study}.csv"), pd.read_csv(new / f"{study}.csv")
     keys = ["method", "setting", "metric"]
     m = a.merge(b, on=keys, how="outer", suffixes=("_ref", "_new"), indicator=True)
-    out = [f"{study}: {r.method}/{r.setting}/{r.metric} only in {'reference' if r._merge == 'left_only' else 'the new run'}"
-           for r in m[m._merge != "both"].itertuples()]
+    one_side = [(r.method, r.setting, r.metric, "reference" if r._merge == "left_only" else "the new run")
+                for r in m[m._merge != "both"].itertuples()]
+    compared, differ = 0, []
     for r in m[m._merge == "both"].itertuples():
         if r.metric in ignore or is_timing(r.metric):
             continue
+        compared += 1
         t = float(tol.get(r.metric, tol.get("default", 0.0)))
         x, y = r.mean_ref, r.mean_new
-        same = (pd.isna(x) and pd.isna(y)) or abs(x - y) <= t
-        if not same:
-            out.append(f"{study}: {r.method}/{r.setting}/{r.metric} mean {x!r} (reference) vs {y!r} (new)"
-                       + (f", tolerance {t}" if t else ", expected identical"))
+        if not ((pd.isna(x) and pd.isna(y)) or abs(x - y) <= t):
+            differ.append((r.method, r.setting, r.metric, x, y, t))
     va = {c["id"]: c["verdict"] for c in json.loads((ref / f"{study}.claims.json").read_text())["claims"]}
     vb = {c["id"]: c["verdict"] for c in json.loads((new / f"{study}.claims.json").read_text())["claims"]}
-    out += [f"{study}: claim {k} {va.get(k)} (reference) vs {vb.get(k)} (new)" for k in sorted(set(va) | set(vb))
-            if va.get(k) != vb.get(k)]
+    verdicts = [(k, va.get(k), vb.get(k)) for k in sorted(set(va) | set(vb)) if va.get(k) != vb.get(k)]
+    return {"one_side": one_side, "compared": compared, "differ": differ, "verdicts": verdicts,
+            "claims": len(set(va) | set(vb))}
+
+
+def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
+    """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
+    c = comparison(root, study, scale)
+    out = [f"{study}: {m}/{s}/{k} only in {side}" for m, s, k, side in c["one_side"]]
+    out += [f"{study}: {m}/{s}/{k} mean {x!r} (reference) vs {y!r} (new)" + (f", tolerance {t}" if t else ", expected identical")
+            for m, s, k, x, y, t in c["differ"]]
+    out += [f"{study}: claim {k} {x} (reference) vs {y} (new)" for k, x, y in c["verdicts"]]
+    return out
+
+
+def _largest_relative(differ: list) -> float | None:
+    rel = [abs(x - y) / max(abs(x), abs(y)) for *_, x, y, _ in differ
+           if x == x and y == y and max(abs(x), abs(y)) > 0]  # x == x: not NaN
+    return max(rel) if rel else None
+
+
+def verify_report(root: Path, studies: list[str], scale: str = "mini") -> Path:
+    """results/<scale>/verify.md: per study, whether this run reproduced its reference, on which machines.
+    Written by `icml25 verify`, so a clean clone's verify can be committed beside the references it checked."""
+    root, here = Path(root), machine()
+    rows = []
+    for study in studies:
+        path = ref_dir(root, scale) / f"{study}.stamp.json"
+        why = stale(root, study, scale)
+        if why or not path.exists():
+            rows.append(f"| {study} | – | – | – | – | – | stale or missing: `make reference STUDY={study}` |")
+            continue
+        stamp, c = json.loads(path.read_text()), comparison(root, study, scale)
+        ref_m = stamp["machine"]
+        same_cpu = ref_m.get("cpu") == here["cpu"]
+        rel = _largest_relative(c["differ"])
+        verdicts = ", ".join(f"`{k}` {x} -> {y}" for k, x, y in c["verdicts"]) or "none"
+        ok = not (c["differ"] or c["one_side"] or c["verdicts"])
+        result = ("identical" if ok else "verdicts differ" if c["verdicts"] else "numbers differ, same verdicts")
+        rows.append(f"| {study} | {ref_m.get('cpu', '?')} ({'same CPU' if same_cpu else 'another CPU'}), "
+                    f"{stamp['git_commit'][:10]} | {c['compared']} | {len(c['differ']) + len(c['one_side'])} | "
+                    + (f"{rel:.2g}" if rel is not None else "–") + f" | {verdicts} | {result} |")
+    head = [f"# Verify ({scale} scale)", "",
+            f"This run's tables against `reference/{scale}/` (written by `icml25 verify`). This machine: {here['cpu']}, "
+            f"{here['cores']} cores, torch {here['torch']}, numpy {here['numpy']}, CPU {here['cpu_isa']} with torch "
+            f"kernels {here['aten_cpu_capability']}. Timing metrics are never compared; numbers: the table's means.",
+            "", "| study | reference: CPU, commit | numbers compared | differ | largest relative difference | "
+            "verdicts that differ (reference -> this run) | result |", "|---|---|---|---|---|---|---|"]
+    out = root / "results" / scale / "verify.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(head + rows) + "\n")
     return out
