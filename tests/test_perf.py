@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, copy_workflow, git_init, snakemake
+from icml25 import bench as bench_mod
 
 pytestmark = pytest.mark.slow
 STUDY = "sparse_drl"  # the cheapest study at smoke scale (11 jobs)
@@ -125,7 +126,16 @@ def test_bench_table_builds_from_the_runs_benchmark_files(tree):
     assert row.peak_rss_mb > 10 and 0 < row.startup_cpu_s < 5 and 0 < row.startup_share < 1
     md = (out / "benchmark.md").read_text()
     assert f"| {STUDY} | {int(row.jobs)} |" in md and "start-up share" in md
+    assert "**Run span**" in md and max(walls.values()) <= bench_mod.span(bench_mod.read(bench), 2)["span_s"]
     assert (out / "benchmark.png").stat().st_size > 1000
+
+
+def test_run_span_is_first_start_to_last_end():
+    """Jobs A (ends at t=100 after 50 s) and B (ends at 130 after 20 s, so it started at 110): the run spans
+    50..130 = 80 s, and their 60 + 20 CPU s on 2 cores fill half of it."""
+    jobs = pd.DataFrame({"end": [100.0, 130.0], "wall_s": [50.0, 20.0], "cpu_s": [60.0, 20.0]})
+    sp = bench_mod.span(jobs, cores=2)
+    assert sp["span_s"] == 80.0 and sp["cpu_s"] == 80.0 and sp["busy"] == 0.5
 
 
 # argv[1]: comma-separated modules that must not be imported; the rest: the CLI's arguments

@@ -51,7 +51,8 @@ def _recorded_cpu(tsv: Path, wall_s: float) -> float:
 def read(bench_dir: Path):
     """One row per benchmark file: rule, study (None for the summary job), run ('method/seedN' or
     None), wall_s, cpu_s (the job's own record where there is one, else Snakemake's), cpu_s_sampled
-    (Snakemake's), cpu_exact (whether cpu_s is the job's record), max_rss_mb, io_in_mb, io_out_mb, file."""
+    (Snakemake's), cpu_exact (whether cpu_s is the job's record), max_rss_mb, io_in_mb, io_out_mb, end (the
+    file's mtime: Snakemake writes it as the job ends), file."""
     import pandas as pd
 
     rows = []
@@ -74,9 +75,10 @@ def read(bench_dir: Path):
         rows.append({"rule": rule, "study": study, "run": run, "wall_s": num("s"),
                      "cpu_s": sampled if math.isnan(exact) else exact, "cpu_s_sampled": sampled,
                      "cpu_exact": not math.isnan(exact), "max_rss_mb": num("max_rss"),
-                     "io_in_mb": num("io_in"), "io_out_mb": num("io_out"), "file": str(f)})
+                     "io_in_mb": num("io_in"), "io_out_mb": num("io_out"), "end": f.stat().st_mtime,
+                     "file": str(f)})
     cols = ["rule", "study", "run", "wall_s", "cpu_s", "cpu_s_sampled", "cpu_exact", "max_rss_mb", "io_in_mb",
-            "io_out_mb", "file"]
+            "io_out_mb", "end", "file"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -146,7 +148,18 @@ def summarise(jobs, startup: dict[str, float]):
     return pd.DataFrame(out, columns=cols)
 
 
+def span(jobs, cores: int) -> dict:
+    """The run's wall time from its files: first job start (end - wall s) to last job end, and how busy the cores
+    were over it (all jobs' CPU / (cores x span)). Meaningful when every job ran in one run (`--forceall`)."""
+    start = (jobs.end - jobs.wall_s.fillna(0)).min()
+    total = float(jobs.end.max() - start) if len(jobs) else math.nan
+    cpu = float(jobs.cpu_s.fillna(0).sum())
+    return {"span_s": total, "cpu_s": cpu, "busy": cpu / (cores * total) if total and total > 0 else math.nan}
+
+
 def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
+    from .core.reference import machine
+
     rules = [r for r in RULES if table[f"cpu_s_{r}"].sum() > 0]
     head = ["study", "jobs", "CPU s"] + [f"{r} CPU s" for r in rules] + [
         "critical path s", "peak RSS MB", "start-up share"]
@@ -173,7 +186,7 @@ def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
         "",
         f"From Snakemake's benchmark files under `benchmarks/{scale}/` (one per job, written by the run "
         f"that last ran the job); rebuilt by `icml25 bench --scale {scale}` (`make bench`). "
-        f"Machine: {os.cpu_count()} cores.",
+        f"Machine: {machine()['cpu']}, {os.cpu_count()} cores.",
         "",
         "\n".join(lines),
         "",
@@ -194,6 +207,11 @@ def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
     if len(summ):
         notes.append(f"- Cross-study summary job: {summ.wall_s.sum():.1f} s wall, {summ.cpu_s.sum():.1f} CPU s "
                      "(in no study's row).")
+    sp = span(jobs, os.cpu_count() or 1)
+    notes.append(f"- **Run span**: {sp['span_s'] / 60:.1f} min from the first job's start to the last job's end "
+                 f"(the benchmark files' times; one run's span only when every job ran in it, e.g. `--forceall`); "
+                 f"the jobs' {sp['cpu_s']:.0f} CPU s kept the {os.cpu_count()} cores {100 * sp['busy']:.0f} % busy "
+                 "over it.")
     return "\n".join(notes) + "\n"
 
 
