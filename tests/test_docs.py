@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import REPO
-from icml25.core import registry
+from icml25.core import measured_lines, registry
 
 STUDIES = registry.available()
 SECTIONS = ["## Paper", "## What is implemented, and where", "## Our reading", "## Stand-ins",
@@ -54,3 +54,34 @@ def test_readme_table_has_a_row_per_study():
     rows = [l for l in readme.splitlines() if l.startswith("| [`")]
     linked = {m.group(1) for l in rows for m in [re.match(r"\| \[`(\w+)`\]\(src/icml25/studies/\1/README\.md\)", l)] if m}
     assert set(STUDIES) <= linked, f"README studies table lacks rows for {sorted(set(STUDIES) - linked)}"
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_study_page_measured_lines_match_the_records(name):
+    """The page's cost and verify lines are those reference/mini/benchmark.csv and verify.md give."""
+    stale = measured_lines.sync(REPO, [name], "mini", write=False)
+    assert not stale, f"{stale[0]}: its measured lines differ from reference/mini/; rewrite them: icml25 docs --studies {name}"
+
+
+def test_measured_lines_are_written_from_the_records(tmp_path):
+    study = "toy"
+    page_path = tmp_path / "src" / "icml25" / "studies" / study / "README.md"
+    page_path.parent.mkdir(parents=True)
+    page_path.write_text("# toy: T\n\n## Results at mini\n\nTable.\n\n## Cost\n\nBy hand: 10 s.\n")
+    ref = tmp_path / "reference" / "mini"
+    ref.mkdir(parents=True)
+    cols = "study,jobs,cpu_s,cpu_s_fit_base,cpu_s_train,cpu_s_evaluate,critical_path_s,peak_rss_mb"
+    (ref / "benchmark.csv").write_text(f"{cols}\ntoy,9,1234.5,0,1000,200,90,512\n")
+    (ref / "verify.md").write_text("| study | a | b | c | d | e | f |\n|---|---|---|---|---|---|---|\n"
+                                   "| toy | Some CPU (another CPU), abc | 40 | 3 | 0.01 | `c1` holds -> fails | verdicts differ |\n")
+    assert measured_lines.sync(tmp_path, [study], write=False) == [str(page_path.relative_to(tmp_path))]
+    measured_lines.sync(tmp_path, [study])
+    text = page_path.read_text()
+    assert "**1,234 CPU-s** in 9 jobs (train 1,000, evaluate 200, the rest 34)" in text and "By hand: 10 s." in text
+    assert "**verdicts differ** (3 of 40 numbers differ" in text and "`c1` holds -> fails" in text
+    assert text.index("## Results at mini") < text.index("verify.md -->") < text.index("Table.")
+    assert measured_lines.sync(tmp_path, [study], write=False) == []  # written once, in sync
+    (ref / "benchmark.csv").write_text(f"{cols}\ntoy,9,999,0,900,50,90,512\n")  # a new run's figures
+    assert measured_lines.sync(tmp_path, [study], write=False) != []
+    measured_lines.sync(tmp_path, [study])
+    assert "**999 CPU-s**" in page_path.read_text() and page_path.read_text().count("benchmark.csv -->") == 1

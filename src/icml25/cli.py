@@ -13,7 +13,7 @@ from pathlib import Path
 from .core.errors import UserError
 
 STAGES = ("download", "preprocess", "fit-base", "train", "evaluate", "table", "figures", "track", "summary", "list",
-          "reference", "verify", "sweep", "noop", "bench")
+          "reference", "verify", "sweep", "noop", "bench", "docs")
 
 
 class Ctx:
@@ -269,6 +269,17 @@ def cmd_verify(ctx: Ctx, a) -> None:
         raise SystemExit(1)
 
 
+def cmd_docs(ctx: Ctx, a) -> None:
+    """Write each study page's measured lines (cost, verify) from reference/<scale>/benchmark.csv and verify.md."""
+    from .core import measured_lines
+
+    pages = measured_lines.sync(ctx.root, _ref_studies(ctx, a), ctx.scale, write=not a.check)
+    for p in pages:
+        print(f"{p}: {'differs from' if a.check else 'rewritten from'} reference/{ctx.scale}/")
+    if a.check and pages:
+        raise SystemExit(1)
+
+
 def cmd_sweep(ctx: Ctx, a) -> None:
     """results/<scale>/sweeps/: claim x budget factor tables and figures, from each factor's tables."""
     from .core import sweep
@@ -368,8 +379,10 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--tracking-credentials", metavar="FILE",
                            help="MLflow credentials file of a server with a login (default: tracking_credentials "
                                 "from config; MLFLOW_TRACKING_USERNAME/PASSWORD take precedence)")
-        if stage in ("summary", "reference", "verify", "sweep"):
+        if stage in ("summary", "reference", "verify", "sweep", "docs"):
             s.add_argument("--studies", nargs="*", help="default: the studies in config/config.yaml")
+        if stage == "docs":
+            s.add_argument("--check", action="store_true", help="only list the pages whose lines differ (exit 1)")
     return p
 
 

@@ -1,0 +1,99 @@
+"""The measured lines of each study's page, written from the committed records rather than typed by hand:
+
+    ## Cost              <- reference/<scale>/benchmark.csv (`icml25 bench` of the last all-studies run)
+    ## Results at mini   <- reference/<scale>/verify.md     (`icml25 verify` of the last clean-clone run)
+
+Each line starts with a marker naming its source; `icml25 docs` rewrites the marked lines (or adds them under
+the section's heading), and tests/test_docs.py fails when a page's line differs from what the records give, so
+a page's cost and reproduction figures cannot drift from the files they cite.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+COST_MARK = "<!-- measured: benchmark.csv -->"
+VERIFY_MARK = "<!-- measured: verify.md -->"
+REL = "../../../../reference"  # from src/icml25/studies/<study>/README.md
+
+
+def page(root: Path, study: str) -> Path:
+    return Path(root) / "src" / "icml25" / "studies" / study / "README.md"
+
+
+def _bench_rows(root: Path, scale: str) -> dict[str, dict]:
+    path = Path(root) / "reference" / scale / "benchmark.csv"
+    if not path.exists():
+        return {}
+    with path.open() as f:
+        return {r["study"]: r for r in csv.DictReader(f)}
+
+
+def _verify_rows(root: Path, scale: str) -> dict[str, list[str]]:
+    """verify.md's table: study -> its cells (reference, compared, differ, largest, verdicts, result)."""
+    path = Path(root) / "reference" / scale / "verify.md"
+    if not path.exists():
+        return {}
+    rows = {}
+    for ln in path.read_text().splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split(" | ")]
+        if ln.startswith("| ") and len(cells) == 7 and cells[0] not in ("study", "---"):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def cost_line(study: str, r: dict, scale: str) -> str:
+    f = lambda k: float(r.get(k) or 0.0)
+    parts = [f"{rule} {f('cpu_s_' + rule):,.0f}" for rule in ("fit_base", "train", "evaluate") if f("cpu_s_" + rule) > 0]
+    rest = f("cpu_s") - sum(f("cpu_s_" + rule) for rule in ("fit_base", "train", "evaluate"))
+    return (f"{COST_MARK}In the last all-studies {scale} run ([reference/{scale}/benchmark.md]({REL}/{scale}/benchmark.md), "
+            f"`icml25 bench`): **{f('cpu_s'):,.0f} CPU-s** in {int(f('jobs'))} jobs ({', '.join(parts)}, the rest "
+            f"{rest:,.0f}); critical path {f('critical_path_s') / 60:.1f} min; peak RSS {f('peak_rss_mb'):,.0f} MB.")
+
+
+def verify_line(study: str, cells: list[str], scale: str) -> str:
+    ref, compared, differ, largest, verdicts, result = cells
+    what = (f"**{result}**" + ("" if result == "identical" else
+                               f" ({differ} of {compared} numbers differ, largest relative difference {largest}; "
+                               f"verdicts that differ: {verdicts})"))
+    return (f"{VERIFY_MARK}`make verify` from a clean clone ([reference/{scale}/verify.md]({REL}/{scale}/verify.md)): "
+            f"{what} against the reference from {ref}.")
+
+
+def expected(root: Path, study: str, scale: str = "mini") -> dict[str, str]:
+    """heading -> the line the records give (absent where the record has no row for the study)."""
+    out = {}
+    b, v = _bench_rows(root, scale).get(study), _verify_rows(root, scale).get(study)
+    if b:
+        out["## Cost"] = cost_line(study, b, scale)
+    if v:
+        out[f"## Results at {scale}"] = verify_line(study, v, scale)
+    return out
+
+
+def _with_line(text: str, heading: str, line: str) -> str:
+    mark = line[: line.index("-->") + 3]
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith(mark):
+            lines[i] = line
+            return "\n".join(lines) + "\n"
+    i = lines.index(heading)  # under the heading, before the section's text
+    lines[i + 1:i + 1] = ["", line]
+    return "\n".join(lines) + "\n"
+
+
+def sync(root: Path, studies: list[str], scale: str = "mini", write: bool = True) -> list[str]:
+    """Rewrite (or, with write=False, only check) each page's measured lines; returns the pages that differ."""
+    stale = []
+    for study in studies:
+        path = page(root, study)
+        text = path.read_text()
+        new = text
+        for heading, line in expected(root, study, scale).items():
+            new = _with_line(new, heading, line)
+        if new != text:
+            stale.append(str(path.relative_to(root)))
+            if write:
+                path.write_text(new)
+    return stale
