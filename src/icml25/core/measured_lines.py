@@ -3,8 +3,9 @@
     ## Cost              <- reference/<scale>/benchmark.csv (`icml25 bench` of the last all-studies run)
     ## Results at mini   <- reference/<scale>/verify.md     (`icml25 verify` of the last clean-clone run)
 
-Each line starts with a marker naming its source; `icml25 docs` rewrites the marked lines (or adds them under
-the section's heading), and tests/test_docs.py fails when a page's line differs from what the records give, so
+Each line ends with a marker naming its source (at the end: a line that starts with an HTML comment is an
+HTML block in Markdown, whose links and emphasis would not render); `icml25 docs` rewrites the marked lines (or
+adds them under the section's heading), and tests/test_docs.py fails when a page's line differs from what the records give, so
 a page's cost and reproduction figures cannot drift from the files they cite.
 """
 from __future__ import annotations
@@ -46,9 +47,9 @@ def cost_line(study: str, r: dict, scale: str) -> str:
     f = lambda k: float(r.get(k) or 0.0)
     parts = [f"{rule} {f('cpu_s_' + rule):,.0f}" for rule in ("fit_base", "train", "evaluate") if f("cpu_s_" + rule) > 0]
     rest = f("cpu_s") - sum(f("cpu_s_" + rule) for rule in ("fit_base", "train", "evaluate"))
-    return (f"{COST_MARK}In the last all-studies {scale} run ([reference/{scale}/benchmark.md]({REL}/{scale}/benchmark.md), "
+    return (f"In the last all-studies {scale} run ([reference/{scale}/benchmark.md]({REL}/{scale}/benchmark.md), "
             f"`icml25 bench`): **{f('cpu_s'):,.0f} CPU-s** in {int(f('jobs'))} jobs ({', '.join(parts)}, the rest "
-            f"{rest:,.0f}); critical path {f('critical_path_s') / 60:.1f} min; peak RSS {f('peak_rss_mb'):,.0f} MB.")
+            f"{rest:,.0f}); critical path {f('critical_path_s') / 60:.1f} min; peak RSS {f('peak_rss_mb'):,.0f} MB. {COST_MARK}")
 
 
 def verify_line(study: str, cells: list[str], scale: str) -> str:
@@ -56,8 +57,8 @@ def verify_line(study: str, cells: list[str], scale: str) -> str:
     what = (f"**{result}**" + ("" if result == "identical" else
                                f" ({differ} of {compared} numbers differ, largest relative difference {largest}; "
                                f"verdicts that differ: {verdicts})"))
-    return (f"{VERIFY_MARK}`make verify` from a clean clone ([reference/{scale}/verify.md]({REL}/{scale}/verify.md)): "
-            f"{what} against the reference from {ref}.")
+    return (f"`make verify` from a clean clone ([reference/{scale}/verify.md]({REL}/{scale}/verify.md)): "
+            f"{what} against the reference from {ref}. {VERIFY_MARK}")
 
 
 def expected(root: Path, study: str, scale: str = "mini") -> dict[str, str]:
@@ -72,10 +73,10 @@ def expected(root: Path, study: str, scale: str = "mini") -> dict[str, str]:
 
 
 def _with_line(text: str, heading: str, line: str) -> str:
-    mark = line[: line.index("-->") + 3]
+    mark = line[line.rindex("<!--"):]
     lines = text.splitlines()
     for i, ln in enumerate(lines):
-        if ln.startswith(mark):
+        if ln.endswith(mark):
             lines[i] = line
             return "\n".join(lines) + "\n"
     i = lines.index(heading)  # under the heading, before the section's text
