@@ -251,20 +251,21 @@ def cmd_verify(ctx: Ctx, a) -> None:
     """Compare results/<scale>/tables with reference/<scale>: exit 1 and print what differs."""
     from .core import reference
 
-    diffs, stale = [], []
-    names = _ref_studies(ctx, a)
-    for name in names:
+    diffs, stale, compared = [], [], {}
+    for name in _ref_studies(ctx, a):
         why = reference.stale(ctx.root, name, ctx.scale)
         if why:
             stale.append(why)
+            compared[name] = None
             continue
-        d = reference.compare(ctx.root, name, ctx.scale)
+        compared[name] = c = reference.comparison(ctx.root, name, ctx.scale)
+        d = reference.differences(name, c)
         kernels = reference.kernel_mismatch(ctx.root, name, ctx.scale) if d else None
         diffs += d + ([kernels] if kernels else [])
         print(f"{name}: {'identical to the reference' if not d else f'{len(d)} difference(s)'}")
     for line in stale + diffs:
         print(line)
-    print(f"report: {reference.verify_report(ctx.root, names, ctx.scale).relative_to(ctx.root)}")
+    print(f"report: {reference.verify_report(ctx.root, compared, ctx.scale).relative_to(ctx.root)}")
     if stale or diffs:
         raise SystemExit(1)
 

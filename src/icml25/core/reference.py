@@ -202,7 +202,11 @@ def comparison(root: Path, study: str, scale: str = "mini") -> dict:
 
 def compare(root: Path, study: str, scale: str = "mini") -> list[str]:
     """Differences between results/<scale>/tables/<study>.* and its reference (empty when they agree)."""
-    c = comparison(root, study, scale)
+    return differences(study, comparison(root, study, scale))
+
+
+def differences(study: str, c: dict) -> list[str]:
+    """One line per difference of a `comparison`."""
     out = [f"{study}: {m}/{s}/{k} only in {side}" for m, s, k, side in c["one_side"]]
     out += [f"{study}: {m}/{s}/{k} mean {x!r} (reference) vs {y!r} (new)" + (f", tolerance {t}" if t else ", expected identical")
             for m, s, k, x, y, t in c["differ"]]
@@ -216,18 +220,17 @@ def _largest_relative(differ: list) -> float | None:
     return max(rel) if rel else None
 
 
-def verify_report(root: Path, studies: list[str], scale: str = "mini") -> Path:
-    """results/<scale>/verify.md: per study, whether this run reproduced its reference, on which machines.
-    Written by `icml25 verify`, so a clean clone's verify can be committed beside the references it checked."""
+def verify_report(root: Path, compared: dict[str, dict | None], scale: str = "mini") -> Path:
+    """results/<scale>/verify.md: per study, whether this run reproduced its reference, on which machines, from
+    `verify`'s comparisons (study -> its `comparison`, None where the reference is stale or missing). Written by
+    `icml25 verify`, so a clean clone's verify can be committed beside the references it checked."""
     root, here = Path(root), machine()
     rows = []
-    for study in studies:
-        path = ref_dir(root, scale) / f"{study}.stamp.json"
-        why = stale(root, study, scale)
-        if why or not path.exists():
+    for study, c in compared.items():
+        if c is None:
             rows.append(f"| {study} | – | – | – | – | – | stale or missing: `make reference STUDY={study}` |")
             continue
-        stamp, c = json.loads(path.read_text()), comparison(root, study, scale)
+        stamp = json.loads((ref_dir(root, scale) / f"{study}.stamp.json").read_text())
         ref_m = stamp["machine"]
         same_cpu = ref_m.get("cpu") == here["cpu"]
         rel = _largest_relative(c["differ"])
