@@ -7,6 +7,11 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+from icml25.core import snakemake_reeval
+
+# one pending scheduler wake-up at a time (Snakemake piles up a 1-s timer per finished job)
+snakemake_reeval.apply()
+
 configfile: "config/config.yaml"
 
 
