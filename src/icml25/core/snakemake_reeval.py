@@ -5,8 +5,8 @@ job-rate limiter's timespan (1 s by default, and the limiter cannot be switched 
 again. A pass woken by a job's end starts its own timer beside the ones already ticking, so while jobs
 wait for cores the chains pile up: after n job ends, n timers fire each second and each runs a full pass
 (open jobs, job selection) over the DAG. Measured on 200 one-second jobs on 2 cores: Snakemake's own
-process 12.8 CPU-s unpatched, 4.9 with one pending timer (2.8 CPU-s of it the 200 shells). On the
-all-studies mini run this pass was most of Snakemake's 1,690 CPU-s beside 10,735 of the jobs'.
+process 12.8 CPU-s unpatched, 4.9 with one pending timer (2.8 CPU-s of it the 200 shells); all 19 studies
+at smoke: 130-206 CPU-s outside the jobs before, 30 after (docs/performance.md).
 
 One pending timer is all the rate limiter needs (any pass re-checks every ready job and starts the next
 timer if jobs are still waiting). The timer is a daemon thread, so a finished run does not wait out its
