@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state
 
+from icml25.studies.sparse_drl.agents import polyak
 from icml25.studies.sparse_drl.nets import build_simba
 
 OBS, ACT, BATCH, LR, WD, GAMMA, TAU = 4, 2, 64, 1e-4, 1e-2, 0.99, 0.005
@@ -43,14 +44,10 @@ def batches(k: int, steps: int, seed: int = 0):
              (torch.rand(k, BATCH, generator=g) < 0.05).float()) for _ in range(steps)]
 
 
-def step(opt, loss, target_params, params):
-    """One optimiser step on loss, then the target network's Polyak average (as sparse_drl's agents.polyak)."""
+def step(opt, loss) -> None:
     opt.zero_grad()
     loss.backward()
     opt.step()
-    with torch.no_grad():
-        torch._foreach_mul_(target_params, 1.0 - TAU)
-        torch._foreach_add_(target_params, params, alpha=TAU)
 
 
 def separate(nets, data):
@@ -60,7 +57,8 @@ def separate(nets, data):
     t0 = time.process_time()
     for o, a, r, no, d in data:
         for i, (q, qt, opt) in enumerate(zip(nets, targets, opts)):
-            step(opt, separate_loss(q, qt, i, o, a, r, no, d), list(qt.parameters()), list(q.parameters()))
+            step(opt, separate_loss(q, qt, i, o, a, r, no, d))
+            polyak(qt, q, TAU)
     return time.process_time() - t0
 
 
@@ -96,7 +94,11 @@ def stacked(nets, data):
     opt = torch.optim.AdamW(list(params.values()), lr=LR, weight_decay=WD, fused=True)
     t0 = time.process_time()
     for batch in data:
-        step(opt, stacked_loss(params, tparams, bufs, base, *batch), list(tparams.values()), list(params.values()))
+        step(opt, stacked_loss(params, tparams, bufs, base, *batch))
+        with torch.no_grad():  # agents.polyak's arithmetic on the stacked tensors
+            tp = list(tparams.values())
+            torch._foreach_mul_(tp, 1.0 - TAU)
+            torch._foreach_add_(tp, list(params.values()), alpha=TAU)
     return time.process_time() - t0, params
 
 

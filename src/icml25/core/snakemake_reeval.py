@@ -52,4 +52,3 @@ def apply() -> bool:
     cls._schedule_reevalutation = schedule_reevaluation
     setattr(cls, _PATCHED, True)
     return True
-
