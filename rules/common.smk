@@ -58,8 +58,18 @@ def run_dirs(study, scale):
     return [f"results/{scale}/{study}/{m}/seed{s}" for m, s in icfg.runs(cfg)]
 
 
+def base_per_seed(study, scale):
+    """One base model per run seed (`base_per_seed: true` at the scale): a claim's seed interval then includes
+    the base model's randomness, at fit_base's cost times the seeds."""
+    return bool(study_cfg(study, scale).get("base_per_seed", False))
+
+
 def base_input(wc):
-    return [f"results/{wc.scale}/{wc.study}/base/MANIFEST.json"] if has_base(wc.study) else []
+    if not has_base(wc.study):
+        return []
+    if base_per_seed(wc.study, wc.scale):
+        return [f"results/{wc.scale}/{wc.study}/base/seed{wc.seed}/MANIFEST.json"]
+    return [f"results/{wc.scale}/{wc.study}/base/MANIFEST.json"]
 
 
 def run_metrics(wc):
@@ -120,20 +130,22 @@ def all_targets(scale):
     return out
 
 
-def bench(rule_name, run=False):
+def bench(rule_name, run=False, seed=False):
     """Snakemake's benchmark file of a per-study job (wall s, CPU s, max RSS, I/O), read by
-    `icml25 bench`: benchmarks/<scale>/<rule>/<study>[/<method>/seed<seed>].tsv."""
-    job = "{study}/{method}/seed{seed}" if run else "{study}"
+    `icml25 bench`: benchmarks/<scale>/<rule>/<study>[/<method>/seed<seed> | /seed<seed>].tsv."""
+    job = "{study}/{method}/seed{seed}" if run else "{study}/seed{seed}" if seed else "{study}"
     return f"benchmarks/{{scale}}/{rule_name}/{job}.tsv"
 
 
-def cli(stage, run=False):
+def cli(stage, run=False, seed=False):
     """The shell command of a per-study stage (placeholders are filled by Snakemake). --cpu-record puts
     the job's exact CPU (getrusage) beside its benchmark file: Snakemake only samples CPU (every 0.5 s,
     then every 30 s) and misses what a job spends after its last sample (measured: 3.4 of 9.1 s)."""
-    job = "{wildcards.study}/{wildcards.method}/seed{wildcards.seed}" if run else "{wildcards.study}"
+    job = ("{wildcards.study}/{wildcards.method}/seed{wildcards.seed}" if run
+           else "{wildcards.study}/seed{wildcards.seed}" if seed else "{wildcards.study}")
     record = f"benchmarks/{{wildcards.scale}}/{stage.replace('-', '_')}/{job}.cpu.json"
-    run_args = " --method {wildcards.method} --seed {wildcards.seed}" if run else ""
+    run_args = (" --method {wildcards.method} --seed {wildcards.seed}" if run
+                else " --seed {wildcards.seed}" if seed else "")
     return (f"icml25 {stage} --scale {{wildcards.scale}} --study {{wildcards.study}} --threads {{threads}}"
             f"{run_args} --cpu-record {record}")
 

@@ -85,3 +85,31 @@ def test_measured_lines_are_written_from_the_records(tmp_path):
     assert measured_lines.sync(tmp_path, [study], write=False) != []
     measured_lines.sync(tmp_path, [study])
     assert "**999 CPU-s**" in page_path.read_text() and page_path.read_text().count("benchmark.csv -->") == 1
+
+
+def test_readme_verdict_counts_match_the_records():
+    """The README's verdict-count line is the one reference/mini/*.claims.json gives."""
+    assert measured_lines.COUNTS_MARK in (REPO / "README.md").read_text(), "README lacks its verdict-count line"
+    stale = measured_lines.sync_readme(REPO, "mini", write=False)
+    assert not stale, "README.md: its verdict counts differ from reference/mini/*.claims.json; rewrite them: icml25 docs"
+
+
+def test_readme_verdict_counts_are_written_from_the_records(tmp_path):
+    import json
+
+    (tmp_path / "README.md").write_text("# x\n\nText.\n\n| study | paper | status | verdicts |\n|---|---|---|---|\n")
+    ref = tmp_path / "reference" / "mini"
+    ref.mkdir(parents=True)
+    claims = lambda *vs: {"study": "toy", "claims": [{"id": f"c{i}", "verdict": v} for i, v in enumerate(vs)]}
+    (ref / "toy.claims.json").write_text(json.dumps(claims("holds", "n.a. (floor)", "n.a.")))
+    (ref / "two.claims.json").write_text(json.dumps(claims("inconclusive")))
+    assert measured_lines.sync_readme(tmp_path, write=False) == ["README.md"]
+    measured_lines.sync_readme(tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "all 4 claims of the 2 studies" in text and "**1 holds, 0 fails, 1 inconclusive, 1 n.a. (floor), 1 n.a.**" in text
+    assert text.index("Text.") < text.index("claims.json -->") < text.index("| study |")
+    assert measured_lines.sync_readme(tmp_path, write=False) == []
+    (ref / "two.claims.json").write_text(json.dumps(claims("fails")))  # a refreshed reference
+    measured_lines.sync_readme(tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "**1 holds, 1 fails, 0 inconclusive" in text and text.count("claims.json -->") == 1

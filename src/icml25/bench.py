@@ -62,6 +62,8 @@ def read(bench_dir: Path):
             rule, study, run = parts[0], None, None
         elif len(parts) == 2:
             rule, study, run = parts[0], parts[1], None
+        elif len(parts) == 3:  # fit_base/<study>/seed<N>: one base model per seed
+            rule, study, run = parts[0], parts[1], parts[2]
         elif len(parts) == 4:
             rule, study, run = parts[0], parts[1], f"{parts[2]}/{parts[3]}"
         else:
@@ -132,7 +134,10 @@ def summarise(jobs, startup: dict[str, float]):
         cpu = float(g.cpu_s.fillna(0).sum())
         by_rule = g.groupby("rule").cpu_s.sum()
         runs = g[g.rule.isin(RUN_RULES) & g.run.notna()].groupby("run").wall_s.sum()
-        critical = sum(_sum(g, r) for r in CHAIN_HEAD) + (float(runs.max()) if len(runs) else 0.0) + _sum(g, "table")
+        per_seed = g[(g.rule == "fit_base") & g.run.notna()]
+        base = float(per_seed.wall_s.max()) if len(per_seed) else _sum(g, "fit_base")  # per-seed bases run side by side
+        critical = (sum(_sum(g, r) for r in CHAIN_HEAD if r != "fit_base") + base
+                    + (float(runs.max()) if len(runs) else 0.0) + _sum(g, "table"))
         s = startup.get(study, math.nan)
         out.append({
             "study": study, "jobs": int(len(g)), "cpu_s": round(cpu, 2),

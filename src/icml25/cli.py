@@ -54,8 +54,9 @@ class Ctx:
     def results(self) -> Path:
         return self.root / "results" / self.scale
 
-    def base_dir(self, study: str) -> Path:
-        return self.results() / study / "base"
+    def base_dir(self, study: str, seed: int | None = None) -> Path:
+        """The shared base model's folder, or seed `seed`'s own where the study trains one per seed."""
+        return self.results() / study / "base" / ("" if seed is None else f"seed{seed}")
 
     def run_dir(self, study: str, method: str, seed: int) -> Path:
         return self.results() / study / method / f"seed{seed}"
@@ -93,13 +94,25 @@ def cmd_fit_base(ctx: Ctx, a) -> None:
     study, cfg = ctx.study(a.study)
     if study.fit_base is None:
         raise UserError(f"study '{a.study}' has no fit_base stage")
+    if (a.seed is not None) != bool(cfg.get("base_per_seed")):
+        raise UserError(f"study '{a.study}' at {ctx.scale} trains " + (
+            "one base model per seed (base_per_seed): give --seed" if cfg.get("base_per_seed")
+            else "one shared base model: drop --seed (or set base_per_seed: true in its config)"))
+    if a.seed is not None:
+        cfg = per_seed_base(cfg, a.seed)
     data = ctx.data_dir(a.study)
     manifest.verify(data, _hint(ctx, "preprocess", a.study))
     runtime.seed_everything(cfg.get("base_seed", 0))
-    out = ctx.base_dir(a.study)
+    out = ctx.base_dir(a.study, a.seed)
     out.mkdir(parents=True, exist_ok=True)
     study.fit_base(cfg, data, out)
     manifest.write(out, study=a.study, scale=ctx.scale, stage="fit_base")
+
+
+def per_seed_base(cfg: dict, seed: int) -> dict:
+    """The config of run seed `seed` in a study with one base model per seed: `base_seed` is that seed, for the
+    base model and for every stage that seeds from it, so a claim's seed interval covers the base's randomness."""
+    return {**cfg, "base_seed": int(seed)}
 
 
 def _run_inputs(ctx: Ctx, a):
@@ -113,7 +126,10 @@ def _run_inputs(ctx: Ctx, a):
     manifest.verify(data, _hint(ctx, "preprocess", a.study))
     base = None
     if study.fit_base is not None:
-        base = ctx.base_dir(a.study)
+        per_seed = bool(cfg.get("base_per_seed"))
+        if per_seed:
+            cfg = per_seed_base(cfg, a.seed)
+        base = ctx.base_dir(a.study, a.seed if per_seed else None)
         manifest.verify(base, _hint(ctx, "fit-base", a.study))
     return study, cfg, data, base
 
@@ -274,10 +290,12 @@ def cmd_verify(ctx: Ctx, a) -> None:
 
 
 def cmd_docs(ctx: Ctx, a) -> None:
-    """Write each study page's measured lines (cost, verify) from reference/<scale>/benchmark.csv and verify.md."""
+    """Write each study page's measured lines (cost, verify) from reference/<scale>/benchmark.csv and verify.md,
+    and the README's verdict counts from reference/<scale>/*.claims.json."""
     from .core import measured_lines
 
     pages = measured_lines.sync(ctx.root, _ref_studies(ctx, a), ctx.scale, write=not a.check)
+    pages += measured_lines.sync_readme(ctx.root, ctx.scale, write=not a.check)
     for p in pages:
         print(f"{p}: {'differs from' if a.check else 'rewritten from'} reference/{ctx.scale}/")
     if a.check and pages:
@@ -378,6 +396,9 @@ def parser() -> argparse.ArgumentParser:
         if stage in ("train", "evaluate"):
             s.add_argument("--method", required=True)
             s.add_argument("--seed", type=int, required=True)
+        if stage == "fit-base":
+            s.add_argument("--seed", type=int, help="the run seed whose own base model this is (studies with "
+                                                     "base_per_seed: true; default: the one shared base model)")
         if stage == "track":
             s.add_argument("--tracking-uri", help="override tracking_uri from config")
             s.add_argument("--tracking-credentials", metavar="FILE",

@@ -4,13 +4,14 @@ Built from the run files only (never from MLflow), so the tables are reproducibl
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
 from .core.io import read_json, write_json, write_parquet, write_text
 from .core import evidence
-from .core.registry import VERDICTS, ClaimResult, Study
+from .core.registry import FLOOR, VERDICTS, ClaimResult, Study
 
 LONG_COLUMNS = ["study", "scale", "method", "seed", "setting", "metric", "value"]
 
@@ -96,17 +97,82 @@ def seeds_text(c: dict) -> str:
     return f"{c['n_seeds']} paired" if c.get("interval") else f"{c['n_seeds']} pooled"
 
 
+TABLE_VERDICTS = VERDICTS  # the verdicts the tables count, in the order they are stated
+SEEDS_CAP = 10_000  # seeds to decide: the search stops here ("> 10,000")
+
+
+def at_floor(values_a, values_b, floor: float, tol: float = 0.0) -> bool:
+    """True when both arms (per-seed values: a list, or a {seed: value} dict as `evidence.seed_values` gives)
+    have values and every one lies within `tol` of `floor` (e.g. chance accuracy, 0 %, the untrained model)."""
+    arms = [[float(v) for v in (arm.values() if isinstance(arm, dict) else arm)] for arm in (values_a, values_b)]
+    return all(arms) and all(abs(v - float(floor)) <= tol for arm in arms for v in arm)
+
+
+def floor_verdict(result: ClaimResult, values_a, values_b, floor: float, tol: float = 0.0) -> ClaimResult:
+    """A claim check's `result`, relabelled n.a. (floor) when both compared arms sit on `floor` (`at_floor`),
+    else `result` itself: a check returns `floor_verdict(ClaimResult.of(...), a, b, floor=0.5, tol=0.01)`.
+    The margin and interval stay on the record as the evidence."""
+    if not at_floor(values_a, values_b, floor, tol):
+        return result
+    return dataclasses.replace(result, verdict=FLOOR)
+
+
 def verdict_counts(claims: list[dict]) -> dict[str, int]:
-    return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    return {v: sum(c["verdict"] == v for c in claims) for v in TABLE_VERDICTS}
 
 
 def counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+    """'37 holds, 23 fails, 42 inconclusive, 0 n.a. (floor), 10 n.a.' (ends with its own period)."""
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in TABLE_VERDICTS)
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
+def seeds_to_decide(margin: float, interval, n: int, cap: int = SEEDS_CAP) -> int | None:
+    """How many paired seeds the t interval would need to exclude 0 at the observed mean and spread: the
+    per-seed sd recovered from the interval, sd = (high - low) / 2 * sqrt(n) / t_{0.975, n-1}, then the
+    smallest m >= 2 with t_{0.975, m-1} * sd / sqrt(m) < |margin|. None when no m <= cap does (or margin 0)."""
+    import numpy as np
+    from scipy import stats
+
+    mean, (low, high), n = abs(float(margin)), interval, int(n)
+    if n < 2 or not mean > 0 or math.isnan(low) or math.isnan(high):
+        return None
+    sd = (float(high) - float(low)) / 2 * math.sqrt(n) / evidence.t_quantile(n - 1)
+    start = 2
+    while start <= cap:  # the half-width falls with m: search in growing blocks, the first m that passes
+        m = np.arange(start, min(int(cap), 10 * start) + 1)
+        ok = stats.t.ppf(0.5 + evidence.CONFIDENCE / 2, m - 1) * sd / np.sqrt(m) < mean
+        if ok.any():
+            return int(m[ok.argmax()])
+        start = int(m[-1]) + 1
+    return None
+
+
+def seeds_to_decide_text(c: dict) -> str:
+    """The 'seeds to decide' cell of a claim record: a figure for an inconclusive claim with an interval,
+    '–' for every other (decided, n.a., or a pooled number without an interval)."""
+    n, interval, margin = c.get("n_seeds"), c.get("interval"), c.get("margin")
+    if c.get("verdict") != "inconclusive" or not interval or margin is None or not n or n < 2:
+        return "–"
+    if float(margin) == 0:
+        return "never (mean 0)"
+    m = seeds_to_decide(margin, interval, n)
+    return f"> {SEEDS_CAP:,}" if m is None else f"{m:,}"
 
 
 MARGIN_NOTE = ("margin: signed, in the claim's units, > 0 where the claim holds; [low, high]: paired 95% t "
                "interval of the margin over the seeds it rests on (seeds column). holds / fails: the interval "
-               "lies on one side of 0 (or, with no interval, the margin's sign); inconclusive: it covers 0.")
+               "lies on one side of 0 (or, with no interval, the margin's sign); inconclusive: it covers 0; "
+               "n.a. (floor): both compared arms sit on a floor (chance, 0 %, the untrained model), so the "
+               "comparison cannot speak to the claim; n.a.: a result the claim needs is missing.")
+SEEDS_NOTE = ("seeds to decide (inconclusive claims only; – elsewhere): how many paired seeds the 95% t interval "
+              "would need to exclude 0 if the margin's mean and per-seed spread stayed as observed: with the "
+              "interval [low, high] over n seeds, sd = (high - low) / 2 · sqrt(n) / t_{0.975, n-1}, and the figure "
+              "is the smallest m ≥ 2 with t_{0.975, m-1} · sd / sqrt(m) < |margin| (searched up to "
+              f"{SEEDS_CAP:,}; a margin of exactly 0: never).")
 
 
 def _md_table(frame) -> str:
@@ -143,7 +209,7 @@ def write_study_table(study: Study, cfg: dict, metric_files: list[Path], out_csv
         "",
         "## Claims",
         "",
-        f"Verdicts: {counts_text(verdict_counts(claims))}. {MARGIN_NOTE}",
+        f"Verdicts: {_sentence(counts_text(verdict_counts(claims)))} {MARGIN_NOTE} {SEEDS_NOTE}",
         "",
         _md_table(_claims_frame(claims)),
         "",
@@ -194,7 +260,7 @@ def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> s
         "",
         f"Stand-ins at this scale: {e(stand_in)}",
         "",
-        f"Verdicts (computed by the study's claim checks from the run files): {counts_text(counts)}. "
+        f"Verdicts (computed by the study's claim checks from the run files): {_sentence(counts_text(counts))} "
         + e(MARGIN_NOTE),
         "",
     ]
@@ -204,7 +270,8 @@ def study_caption(study: Study, cfg: dict, seeds: list, claims: list[dict]) -> s
     return "\n".join(lines) + "\n"
 
 
-_VERDICT_COLOR = {"holds": "#1e7b34", "fails": "#b3261e", "inconclusive": "#9a6700", "n.a.": "#6b6b6b"}
+_VERDICT_COLOR = {"holds": "#1e7b34", "fails": "#b3261e", "inconclusive": "#9a6700", FLOOR: "#8a8a8a",
+                  "n.a.": "#6b6b6b"}
 
 
 def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) -> str:
@@ -216,7 +283,8 @@ def study_html(study: Study, cfg: dict, seeds: list, table, claims: list[dict]) 
     rows = "".join(
         f"<tr><td>{h(c['claim'])}</td><td>{h(c['paper'])}</td><td>{h(c['ours'])}</td>"
         f"<td class='margin'>{h(margin_text(c))}</td><td>{h(seeds_text(c))}</td>"
-        f"<td class='verdict' style='color:{_VERDICT_COLOR.get(c['verdict'], '#000')}'><b>{h(c['verdict'])}</b></td></tr>"
+        f"<td class='verdict' style='color:{_VERDICT_COLOR.get(c['verdict'], '#000')}'><b>{h(c['verdict'])}</b></td>"
+        f"<td>{h(seeds_to_decide_text(c))}</td></tr>"
         for c in claims)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{h(study.name)}: {h(p.title)}</title>
@@ -234,8 +302,8 @@ th {{ background: #f2f2f2; }}
 <h3>Results</h3>
 {table.to_html(index=False, escape=True, border=0, classes="results", table_id="results-" + study.name)}
 <h3>Claims</h3>
-<p>{h(MARGIN_NOTE)}</p>
-<table class="claims" id="claims-{h(study.name)}"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>margin [95% CI]</th><th>seeds</th><th>verdict</th></tr></thead>
+<p>{h(MARGIN_NOTE)} {h(SEEDS_NOTE)}</p>
+<table class="claims" id="claims-{h(study.name)}"><thead><tr><th>claim</th><th>paper</th><th>ours</th><th>margin [95% CI]</th><th>seeds</th><th>verdict</th><th>seeds to decide</th></tr></thead>
 <tbody>{rows}</tbody></table>
 </body></html>
 """
@@ -244,9 +312,11 @@ th {{ background: #f2f2f2; }}
 def _claims_frame(claims: list[dict]):
     import pandas as pd
 
+    columns = ["claim", "paper", "ours", "margin [95% CI]", "seeds", "verdict", "seeds to decide"]
     return pd.DataFrame([{"claim": c["claim"], "paper": c["paper"], "ours": c["ours"],
-                          "margin [95% CI]": margin_text(c), "seeds": seeds_text(c), "verdict": c["verdict"]}
-                         for c in claims], columns=["claim", "paper", "ours", "margin [95% CI]", "seeds", "verdict"])
+                          "margin [95% CI]": margin_text(c), "seeds": seeds_text(c), "verdict": c["verdict"],
+                          "seeds to decide": seeds_to_decide_text(c)}
+                         for c in claims], columns=columns)
 
 
 def summary_markdown(records: list[dict], scale: str, trends: dict | None = None) -> str:
@@ -260,8 +330,10 @@ def summary_markdown(records: list[dict], scale: str, trends: dict | None = None
             rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
                          "paper's figure": c["paper"], "ours": c["ours"], "margin [95% CI]": margin_text(c),
                          "seeds": seeds_text(c), "verdict": c["verdict"],
+                         "seeds to decide": seeds_to_decide_text(c),
                          "with budget": (trends or {}).get((rec["study"], c.get("id")), "no sweep")})
-    columns = ["study", "paper", "claim", "paper's figure", "ours", "margin [95% CI]", "seeds", "verdict"]
+    columns = ["study", "paper", "claim", "paper's figure", "ours", "margin [95% CI]", "seeds", "verdict",
+               "seeds to decide"]
     if trends:
         columns.append("with budget")
     frame = pd.DataFrame(rows, columns=columns)
@@ -272,7 +344,7 @@ def summary_markdown(records: list[dict], scale: str, trends: dict | None = None
         "One row per claim; verdicts are computed by each study's claim checks from the run files. "
         "Per-study tables: `results/" + scale + "/tables/<study>.md`.",
         "",
-        "Verdicts: " + counts_text(counts) + ". " + MARGIN_NOTE
+        "Verdicts: " + _sentence(counts_text(counts)) + " " + MARGIN_NOTE + " " + SEEDS_NOTE
         + (" \"With budget\": what the study's budget sweep (`results/" + scale + "/sweeps/`) does to the "
            "claim, from its smallest to its largest factor." if trends else ""),
         "",

@@ -56,7 +56,7 @@ def check_consistent(verdict: str, margin: float | None, interval: tuple[float, 
         if verdict == "inconclusive":
             raise ValueError("'inconclusive' needs a margin and an interval that covers 0")
         return
-    if verdict == "n.a.":
+    if verdict in ("n.a.", "n.a. (floor)"):  # the margin stays on the record; it decides nothing
         return
     want = verdict_for(margin, interval)
     if verdict != want:

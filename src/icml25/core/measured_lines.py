@@ -3,6 +3,9 @@
     ## Cost              <- reference/<scale>/benchmark.csv (`icml25 bench` of the last all-studies run)
     ## Results at mini   <- reference/<scale>/verify.md     (`icml25 verify` of the last clean-clone run)
 
+and one line of the top-level README, above its studies table: the verdict counts of every claim in
+reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), written by `sync_readme`.
+
 Each line ends with a marker naming its source (at the end: a line that starts with an HTML comment is an
 HTML block in Markdown, whose links and emphasis would not render); `icml25 docs` rewrites the marked lines (or
 adds them under the section's heading), and tests/test_docs.py fails when a page's line differs from what the records give, so
@@ -11,10 +14,13 @@ a page's cost and reproduction figures cannot drift from the files they cite.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 COST_MARK = "<!-- measured: benchmark.csv -->"
 VERIFY_MARK = "<!-- measured: verify.md -->"
+COUNTS_MARK = "<!-- measured: claims.json -->"
+README_TABLE = "| study | paper | status |"  # the README studies table's header row starts so
 REL = "../../../../reference"  # from src/icml25/studies/<study>/README.md
 
 
@@ -98,3 +104,42 @@ def sync(root: Path, studies: list[str], scale: str = "mini", write: bool = True
             if write:
                 path.write_text(new)
     return stale
+
+
+def counts_line(root: Path, scale: str = "mini") -> str | None:
+    """The README's verdict-count line from reference/<scale>/*.claims.json (None where there are none)."""
+    from .. import tables
+
+    files = sorted((Path(root) / "reference" / scale).glob("*.claims.json"))
+    if not files:
+        return None
+    claims = [c for f in files for c in json.loads(f.read_text())["claims"]]
+    counts = tables.counts_text(tables.verdict_counts(claims))
+    return (f"Verdicts at {scale}, all {len(claims)} claims of the {len(files)} studies with reference results "
+            f"([reference/{scale}/summary.md](reference/{scale}/summary.md), counted from "
+            f"`reference/{scale}/*.claims.json`): **{counts}** {COUNTS_MARK}")
+
+
+def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str]:
+    """Rewrite (or only check) the README's verdict-count line: the marked line, else a new one above the studies
+    table. Returns ["README.md"] when it differs, else []."""
+    path = Path(root) / "README.md"
+    line = counts_line(root, scale)
+    if line is None or not path.exists():
+        return []
+    text = path.read_text()
+    lines = text.splitlines()
+    marked = [i for i, ln in enumerate(lines) if ln.endswith(COUNTS_MARK)]
+    if marked:
+        lines[marked[0]] = line
+    else:
+        heads = [i for i, ln in enumerate(lines) if ln.startswith(README_TABLE)]
+        if not heads:
+            return []
+        lines[heads[0]:heads[0]] = [line, ""]
+    new = "\n".join(lines) + "\n"
+    if new == text:
+        return []
+    if write:
+        path.write_text(new)
+    return ["README.md"]

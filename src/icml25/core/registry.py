@@ -14,7 +14,10 @@ from typing import Any, Callable, Optional
 from . import evidence
 from .errors import UserError
 
-VERDICTS = ("holds", "fails", "inconclusive", "n.a.")
+# n.a. (floor): both compared arms sit on a floor (chance, 0 %, the untrained model), so the comparison cannot
+# speak to the claim; counted apart from a missing result (n.a.). See tables.floor_verdict.
+FLOOR = "n.a. (floor)"
+VERDICTS = ("holds", "fails", "inconclusive", FLOOR, "n.a.")
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class ClaimResult:
     verdict given by hand must agree with its margin and interval.
     """
 
-    verdict: str  # holds | fails | inconclusive | n.a.
+    verdict: str  # holds | fails | inconclusive | n.a. (floor) | n.a.
     ours: str  # the numbers behind the verdict, in words
     margin: Optional[float] = None
     unit: str = ""

@@ -14,8 +14,10 @@ def test_smoke_end_to_end_and_deterministic(workflow_copy):
     raw["methods"] = ["satimp", "simsat", "simimp", "impt", "ga", "npo"]
     path.write_text(yaml.safe_dump(raw))
     base = ["--root", str(workflow_copy), "--scale", "smoke", "--study", "satimp"]
-    for stage in ("download", "preprocess", "fit-base"):
+    for stage in ("download", "preprocess"):
         assert cli.main([stage, *base]) == 0
+    assert raw["scales"]["smoke"]["base_per_seed"]  # one base model per seed (issue 54): seed 0's is base/seed0
+    assert cli.main(["fit-base", *base, "--seed", "0"]) == 0
     for m in raw["methods"]:
         assert cli.main(["train", *base, "--method", m, "--seed", "0"]) == 0
         assert cli.main(["evaluate", *base, "--method", m, "--seed", "0"]) == 0
@@ -35,8 +37,8 @@ def test_smoke_end_to_end_and_deterministic(workflow_copy):
     simsat = json.loads((workflow_copy / "results/smoke/satimp/simsat/seed0/results.json").read_text())["results"]
     assert {"forget10", "forget10|instance", "forget10|group", "forget10|batch", "forget10|beta_3"} <= set(simsat)
     # the official protocol: one unlearning lr for every method and variant, chosen in fit_base by GA on the
-    # validation authors (recorded in base.json)
-    base = json.loads((workflow_copy / "results/smoke/satimp/base/base.json").read_text())
+    # validation authors (recorded in base.json: with a base model per seed, one lr per seed's base)
+    base = json.loads((workflow_copy / "results/smoke/satimp/base/seed0/base.json").read_text())
     shared = base["unlearn_lr"]
     assert shared["method"] == "ga" and len(shared["val_cal_es"]) == len(shared["grid"]) > 1
     assert shared["lr"] == shared["grid"][min(range(len(shared["grid"])), key=shared["val_cal_es"].__getitem__)]
