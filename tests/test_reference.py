@@ -119,8 +119,10 @@ def test_verify_names_a_kernel_mismatch(tmp_path):
     pin = {**stamp["machine"]["numeric_pin"], "MKL_CBWR": "AUTO"}
     path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "numeric_pin": pin}}))
     assert "MKL_CBWR AUTO (reference) vs COMPATIBLE" in reference.kernel_mismatch(root, "sand", "mini")
-    # a stamp from before the BLAS pin, made on another CPU: MKL's own dispatch is named
+    # a stamp from before the BLAS pin: MKL's own dispatch is named, on this CPU model too (measured: other bits)
     del stamp["machine"]["numeric_pin"]
+    path.write_text(json.dumps(stamp))
+    assert "predates the BLAS pin and ran on this CPU model" in reference.kernel_mismatch(root, "sand", "mini")
     path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "cpu": "Some Other CPU"}}))
     assert "predates the BLAS pin and ran on another CPU (Some Other CPU" in reference.kernel_mismatch(root, "sand", "mini")
     del stamp["machine"]["cpu_isa"], stamp["machine"]["aten_cpu_capability"]  # a stamp from before the record

@@ -1,0 +1,58 @@
+"""Claims that compare two arms at a floor say n.a. (floor), and a broken arm moves them off it (issue 57).
+
+Synthetic per-seed numbers through the studies' own claim checks (ralu's ablations, code_review's stage and
+input comparisons): both arms at 0 % is n.a. (floor); one arm lifted or the pair swapped gives holds / fails.
+"""
+import pandas as pd
+import pytest
+
+from icml25.core import registry
+from icml25.tables import FLOOR, aggregate
+
+SEEDS = (0, 1, 2)
+
+
+def _agg(cells: dict) -> pd.DataFrame:
+    """{(method, setting, metric): [value per seed]} -> the aggregate frame the claim checks read."""
+    rows = [{"method": m, "setting": s, "metric": k, "seed": seed, "value": float(v)}
+            for (m, s, k), vals in cells.items() for seed, v in zip(SEEDS, vals)]
+    return aggregate(pd.DataFrame(rows))
+
+
+def _check(study: str, claim_id: str, agg, cfg):
+    claim = next(c for c in registry.get_study(study).claims if c.id == claim_id)
+    return claim.check(agg, cfg)
+
+
+RALU_CFG = {"claims": {"setting": "gsm_lite"}}
+
+
+@pytest.mark.parametrize("claim_id, other", [("cfg_units_beat_lines", "ralu_line"), ("rewind_beats_first_fix", "ralu_norewind")])
+def test_ralu_ablations_at_zero_are_floor(claim_id, other):
+    cell = lambda m: (m, "gsm_lite", "accuracy")  # noqa: E731
+    assert _check("ralu", claim_id, _agg({cell("ralu"): [0, 0, 0], cell(other): [0, 0, 0]}), RALU_CFG).verdict == FLOOR
+    lifted = _check("ralu", claim_id, _agg({cell("ralu"): [10, 12, 11], cell(other): [0, 0, 0]}), RALU_CFG)
+    assert lifted.verdict == "holds"
+    swapped = _check("ralu", claim_id, _agg({cell("ralu"): [0, 0, 0], cell(other): [10, 12, 11]}), RALU_CFG)
+    assert swapped.verdict == "fails"
+
+
+CR_CFG = {"paper_method": "left_flow"}
+CR_CLAIMS = {  # claim id -> (the arm the claim says is higher, the other), as (method, setting, metric)
+    "stages_kbi_falls": (("left_flow", "all", "kbi"), ("left_flow", "n3|validator", "kbi")),
+    "reviewers_raise_kbi": (("left_flow", "n3|meta", "kbi"), ("left_flow", "n1|meta", "kbi")),
+    "validator_lowers_far": (("left_flow", "n3|meta", "far1"), ("left_flow", "n3|validator", "far1")),
+    "inline_raises_lsr": (("left_flow", "all", "lsr"), ("left_flow", "none|all", "lsr")),
+    "leftflow_ge_originaldiff": (("left_flow", "all", "kbi"), ("original_diff", "all", "kbi")),
+}
+
+
+@pytest.mark.parametrize("claim_id", sorted(CR_CLAIMS))
+def test_code_review_ties_at_zero_are_floor(claim_id):
+    hi, lo = CR_CLAIMS[claim_id]
+    extra = {("left_flow", "final", "cpi1"): [0, 0, 0], ("original_diff", "final", "cpi1"): [0, 0, 0]}
+    assert _check("code_review", claim_id, _agg({hi: [0, 0, 0], lo: [0, 0, 0], **extra}), CR_CFG).verdict == FLOOR
+    assert _check("code_review", claim_id, _agg({hi: [30, 33, 31], lo: [0, 0, 0], **extra}), CR_CFG).verdict == "holds"
+    assert _check("code_review", claim_id, _agg({hi: [0, 0, 0], lo: [30, 33, 31], **extra}), CR_CFG).verdict == "fails"
+    # a tie off the floor stays a fails: only two floors are n.a.
+    assert _check("code_review", claim_id, _agg({hi: [20, 20, 20], lo: [20, 20, 20], **extra}), CR_CFG).verdict == "fails"
