@@ -52,12 +52,12 @@ out["read_back"] = numeric_pin.read_back()
 print(json.dumps(out))
 """
 
-PINS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE")
+PINS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE")
 ENVS = {
     "pinned (import icml25's defaults)": {},
     "no pin at all": {k: "" for k in PINS},
-    "torch kernels only (before this change)": {"MKL_CBWR": "", "ONEDNN_MAX_CPU_ISA": "", "OPENBLAS_CORETYPE": ""},
-    "MKL_CBWR=AVX2 (Intel-only guarantee)": {"MKL_CBWR": "AVX2"},
+    "torch kernels only (before the BLAS pin)": {k: "" for k in PINS if k != "ATEN_CPU_CAPABILITY"},
+    "MKL_CBWR=COMPATIBLE (the Intel == AMD branch; not the default: its cost)": {"MKL_CBWR": "COMPATIBLE"},
     "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
 }
 

@@ -26,21 +26,21 @@ def _read_back(env_over: dict, monkeypatch) -> dict:
 
 @x86
 def test_import_pins_every_library_and_a_chosen_value_wins(monkeypatch):
-    """AVX-512 and AVX2 kernels round differently (chameleon's mini proxy: 0.983 vs 0.631 on one domain), and MKL's
-    AVX2 branch is an Intel-only guarantee: the libraries themselves must report the pinned path."""
+    """AVX-512 and AVX2 kernels round differently (chameleon's mini proxy: 0.983 vs 0.631 on one domain): the
+    libraries themselves must report the pinned path (MKL's AVX2 branch on Intel, AUTO elsewhere)."""
     read = _read_back({}, monkeypatch)
-    assert read["aten_cpu_capability"] == "AVX2" and read["mkl_cnr"] == "COMPATIBLE", read
+    assert read["aten_cpu_capability"] == "AVX2" and read["mkl_cnr"] == numeric_pin.expected_mkl_cnr("AVX2"), read
     assert read["openblas_core"] == "Haswell" and "avx512" not in read["onednn_conv"], read
     assert numeric_pin.mismatches(read) == []
-    chosen = _read_back({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AUTO"}, monkeypatch)
-    assert chosen["aten_cpu_capability"] == "DEFAULT" and chosen["mkl_cnr"] == "AUTO", chosen
+    chosen = _read_back({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, monkeypatch)
+    assert chosen["aten_cpu_capability"] == "DEFAULT" and chosen["mkl_cnr"] == "COMPATIBLE", chosen
     assert {m.split(":")[0] for m in numeric_pin.mismatches(chosen)} == {"aten_cpu_capability", "mkl_cnr"}
 
 
 @x86
 def test_the_pin_changes_the_bits_it_is_meant_to(monkeypatch):
-    """Without the BLAS pin MKL runs its CPU-dependent branch: a float32 matmul's bits differ (so the pin is live,
-    not a no-op that would let the read-back test pass vacuously)."""
+    """The MKL variables reach MKL (COMPATIBLE changes a float32 matmul's bits), and a job's default is the pin
+    itself: the same bits as the pins spelt out (so the read-back test cannot pass on a path nobody pinned)."""
     code = ("import icml25, hashlib, torch; g = torch.Generator().manual_seed(0); "
             "a, b = torch.randn(257, 129, generator=g), torch.randn(129, 263, generator=g); "
             "print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest())")
@@ -50,7 +50,19 @@ def test_the_pin_changes_the_bits_it_is_meant_to(monkeypatch):
         for k, v in env.items():
             monkeypatch.setenv(k, v)
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert bits({}) == bits({"MKL_CBWR": "COMPATIBLE"}) != bits({"MKL_CBWR": "AUTO"})
+    pinned = bits({})
+    assert pinned == bits(dict(numeric_pin.PINS)) != bits({"MKL_CBWR": "COMPATIBLE"})
+
+
+def test_mkl_branch_expected_per_vendor(monkeypatch):
+    """MKL honours MKL_CBWR=AVX2 on Intel CPUs only; elsewhere it runs AUTO (measured on an AMD EPYC)."""
+    monkeypatch.setattr(numeric_pin, "cpu_vendor", lambda: "GenuineIntel")
+    assert numeric_pin.expected_mkl_cnr("AVX2") == "AVX2"
+    monkeypatch.setattr(numeric_pin, "cpu_vendor", lambda: "AuthenticAMD")
+    assert numeric_pin.expected_mkl_cnr("AVX2") == "AUTO" and numeric_pin.expected_mkl_cnr("AVX2,STRICT") == "AUTO,STRICT"
+    assert numeric_pin.expected_mkl_cnr("COMPATIBLE") == "COMPATIBLE"
+    assert numeric_pin.mismatches({"mkl_cnr": "AUTO"}) == []
+    assert numeric_pin.mismatches({"mkl_cnr": "COMPATIBLE"}) != []
 
 
 def test_mismatches_names_each_library_off_the_pin():

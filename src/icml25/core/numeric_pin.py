@@ -4,17 +4,24 @@ a process actually runs.
 A small model trained for hundreds of steps turns a last-bit rounding difference into another model, so the
 kernels must not depend on the CPU. Each library picks its own by CPU, and each has its own switch:
 
-  ATEN_CPU_CAPABILITY=avx2     torch's own vectorised kernels (read when torch loads)
-  MKL_CBWR=COMPATIBLE          torch's BLAS (MKL, linked into libtorch_cpu). MKL's documented CNR guarantee for
-                               MKL_CBWR=AVX2 covers Intel CPUs only: on an AMD CPU MKL runs its AUTO branch
-                               instead (measured here: MKL_VERBOSE reports `CNR:AUTO` for MKL_CBWR=AVX2 on an AMD
-                               EPYC), so AVX2 would leave Intel and AMD apart. COMPATIBLE (SSE2 code, no
-                               approximate reciprocals) is the branch MKL runs on both.
-  ONEDNN_MAX_CPU_ISA=AVX2      torch's oneDNN kernels (convolutions), which JIT for the widest ISA present
-  OPENBLAS_CORETYPE=Haswell    numpy's / scipy's OpenBLAS, which picks AVX-512 kernels on CPUs that have them
+  ATEN_CPU_CAPABILITY=avx2       torch's own vectorised kernels (read when torch loads)
+  MKL_ENABLE_INSTRUCTIONS=AVX2   torch's BLAS (MKL, linked into libtorch_cpu): caps MKL's dispatch at AVX2, as
+                                 the ATen pin caps torch's (an AVX-512 Xeon otherwise runs AVX-512 sgemm)
+  MKL_CBWR=AVX2                  MKL's conditional-numerical-reproducibility branch: on Intel CPUs the AVX2
+                                 branch, documented to give the same bits on every Intel CPU with AVX2. On a
+                                 non-Intel CPU MKL honours only COMPATIBLE and runs AUTO (measured here: MKL_VERBOSE
+                                 reports `CNR:AUTO` on an AMD EPYC for AVX2, AVX, SSE4_2)
+  ONEDNN_MAX_CPU_ISA=AVX2        torch's oneDNN kernels (convolutions), which JIT for the widest ISA present
+  OPENBLAS_CORETYPE=Haswell      numpy's / scipy's OpenBLAS, which picks AVX-512 kernels on CPUs that have them
 
-Each is set only where the environment has not set it, so a user may choose otherwise (e.g. MKL_CBWR=AUTO for
-speed); the reference stamp records what a run had. GPUs, ARM CPUs and other BLAS builds are not covered.
+Not pinned by default: MKL_CBWR=COMPATIBLE, the one branch Intel documents as the same on Intel and non-Intel
+CPUs. It is measured 2-3x slower on this project's models (docs/performance.md), which would put the mini far
+past its hour; a user who needs Intel == AMD bits sets it (and re-stamps: its bits differ from AUTO's).
+On the AMD EPYC (Zen 2) this was built on, the default pins give the same bits as no pins at all (measured), so
+references made there before the pin stay valid there.
+
+Each is set only where the environment has not set it, so a user may choose otherwise; the reference stamp
+records what a run had. GPUs, ARM CPUs and other BLAS builds are not covered.
 Kept free of torch/numpy imports: `import icml25` calls `apply()` before either loads.
 """
 from __future__ import annotations
@@ -25,7 +32,8 @@ import sys
 
 PINS = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "COMPATIBLE",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "MKL_CBWR": "AVX2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
 }
@@ -33,6 +41,27 @@ PINS = {
 
 def is_x86() -> bool:
     return platform.machine() in ("x86_64", "AMD64")
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor string (GenuineIntel, AuthenticAMD, ...; 'unknown' off Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def expected_mkl_cnr(cbwr: str | None = None) -> str:
+    """The CNR branch MKL should report for MKL_CBWR=`cbwr` (default: this process's setting): the branch itself
+    on an Intel CPU; on any other, AUTO unless COMPATIBLE (the only branch MKL honours there)."""
+    cbwr = (cbwr or os.environ.get("MKL_CBWR") or "AUTO").upper()
+    if cbwr.startswith("COMPATIBLE") or cpu_vendor() == "GenuineIntel":
+        return cbwr
+    return "AUTO" + cbwr[cbwr.index(","):] if "," in cbwr else "AUTO"
 
 
 def apply() -> None:
@@ -112,7 +141,7 @@ def read_back() -> dict:
 
 def mismatches(read: dict) -> list[str]:
     """What in a `read_back()` is not the pinned path (empty when every library asked runs it)."""
-    want = {"aten_cpu_capability": PINS["ATEN_CPU_CAPABILITY"].upper(), "mkl_cnr": PINS["MKL_CBWR"],
+    want = {"aten_cpu_capability": PINS["ATEN_CPU_CAPABILITY"].upper(), "mkl_cnr": expected_mkl_cnr(PINS["MKL_CBWR"]),
             "openblas_core": PINS["OPENBLAS_CORETYPE"]}
     out = [f"{k}: {read[k]} (pinned: {v})" for k, v in want.items() if k in read and read[k].lower() != v.lower()]
     out += [f"{k}: {read[k]} (pinned: AVX2 or narrower)" for k in ("onednn_isa", "onednn_conv")

@@ -69,7 +69,15 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": version("torch"), "numpy": version("numpy"), "blas": blas, "cpu_isa": cpu_isa(),
             "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY", "unset"),
-            "numeric_pin": numeric_pin.settings()}
+            "numeric_pin": numeric_pin.settings(), "cpu_vendor": numeric_pin.cpu_vendor(),
+            "mkl_cnr": numeric_pin.expected_mkl_cnr()}
+
+
+def mkl_text(m: dict) -> str:
+    """'MKL capped at AVX2, CNR branch AUTO (MKL_CBWR=AVX2)' for a machine record (older records: the variable)."""
+    pin = m.get("numeric_pin", {})
+    return (f"MKL capped at {pin.get('MKL_ENABLE_INSTRUCTIONS', 'unset')}, CNR branch "
+            f"{m.get('mkl_cnr', '?')} (MKL_CBWR={pin.get('MKL_CBWR', 'unset')})")
 
 
 def cpu_isa() -> str:
@@ -100,7 +108,7 @@ def write(root: Path, study: str, scale: str = "mini") -> Path:
     header = (f"> Reference results ({scale}) of `{study}`: config hash {stamp['config_hash']}, code hash "
               f"{stamp['code_hash']}, commit {stamp['git_commit']}; machine: {m['cpu']}, {m['cores']} cores, "
               f"torch {m['torch']}, numpy {m['numpy']}, BLAS {m['blas']}, CPU {m['cpu_isa']} with torch kernels "
-              f"{m['aten_cpu_capability']}, MKL branch {m['numeric_pin']['MKL_CBWR']}, oneDNN ISA "
+              f"{m['aten_cpu_capability']}, {mkl_text(m)}, oneDNN ISA "
               f"{m['numeric_pin']['ONEDNN_MAX_CPU_ISA']}, OpenBLAS core {m['numeric_pin']['OPENBLAS_CORETYPE']}. "
               f"Refresh: `make reference STUDY={study}`.\n\n")
     (out / f"{study}.md").write_text(header + (src / f"{study}.md").read_text())
@@ -154,12 +162,14 @@ def kernel_mismatch(root: Path, study: str, scale: str = "mini") -> str | None:
                 f"that reason alone (ATEN_CPU_CAPABILITY selects the kernels)")
     ref_pin, now_pin = ref_m.get("numeric_pin"), now_m.get("numeric_pin", {})
     if ref_pin is None:
-        # measured: a float32 matmul and a short training run give other bits under MKL_CBWR=COMPATIBLE than
-        # under MKL's own dispatch, on an AMD Zen 2 as on an AVX-512 Xeon: a pre-pin stamp is another path anywhere
-        where = ("on another CPU (" + str(ref_m.get("cpu")) + f"; this run {now_m['cpu']})"
-                 if ref_m.get("cpu") != now_m["cpu"] else "on this CPU model")
-        return (f"{study}: the reference predates the BLAS pin and ran {where}: its MKL picked kernels by CPU "
-                f"(not MKL_CBWR={now_pin.get('MKL_CBWR', 'unset')}), so trained numbers may differ")
+        # measured: on an AMD Zen 2 the pins give the bits of no pins; on an AVX-512 Xeon MKL's AVX2 cap changes a
+        # float32 matmul. A pre-pin stamp is another path only where the CPU (model or ISA) is another
+        ref_cpu, now_cpu = (ref_m.get("cpu"), ref_m.get("cpu_isa")), (now_m["cpu"], now_m.get("cpu_isa"))
+        if ref_cpu != now_cpu:
+            return (f"{study}: the reference predates the BLAS pin and ran on another CPU ({ref_m.get('cpu')}, "
+                    f"{ref_m.get('cpu_isa', 'ISA unrecorded')}; this run {now_m['cpu']}, {now_m.get('cpu_isa')}): its "
+                    "MKL picked kernels by CPU, so trained numbers may differ")
+        return None
     diff = [f"{k} {ref_pin.get(k, 'unset')} (reference) vs {v}" for k, v in now_pin.items() if ref_pin.get(k, "unset") != v]
     if diff:
         return (f"{study}: the reference ran other pinned kernels ({'; '.join(diff)}); trained numbers may differ for "
@@ -253,7 +263,7 @@ def verify_report(root: Path, compared: dict[str, dict | None], scale: str = "mi
     head = [f"# Verify ({scale} scale)", "",
             f"This run's tables against `reference/{scale}/` (written by `icml25 verify`). This machine: {here['cpu']}, "
             f"{here['cores']} cores, torch {here['torch']}, numpy {here['numpy']}, CPU {here['cpu_isa']} with torch "
-            f"kernels {here['aten_cpu_capability']}, MKL branch {here['numeric_pin']['MKL_CBWR']}. Timing metrics are never compared; numbers: the table's means.",
+            f"kernels {here['aten_cpu_capability']}, {mkl_text(here)}. Timing metrics are never compared; numbers: the table's means.",
             "", "| study | reference: CPU, commit | numbers compared | differ | largest relative difference | "
             "verdicts that differ (reference -> this run) | result |", "|---|---|---|---|---|---|---|"]
     out = root / "results" / scale / "verify.md"
