@@ -6,6 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 2
+PYTHON ?= python3
 SCALE ?= mini
 # The cluster executor plugins (pyproject's `cluster` extra) stay out of the venv: Snakemake loads every
 # installed plugin at each start, and the SLURM one runs `scontrol show config`, which stalls every
@@ -18,7 +19,8 @@ WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 .PHONY: run test install install-cluster bench system-data system-code-review system-browser pull report reference verify clean
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || python3 -m venv $(VENV)
+	# the system Python makes the venv, or stops with one line naming what to install (scripts/make_venv.py)
+	test -x $(BIN)/python || $(PYTHON) scripts/make_venv.py $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: the CPU wheel; an unpinned torch pulls a multi-GB CUDA build
 	$(BIN)/pip install -q torch==2.13.0
