@@ -17,6 +17,7 @@ import sys
 import venv
 
 MIN = (3, 11)
+WHEELS = os.environ.get("ICML25_PIP_WHEELS", "/usr/share/python-wheels")
 
 
 def fail(msg: str) -> None:
@@ -25,8 +26,7 @@ def fail(msg: str) -> None:
 
 
 def pip_wheel() -> str | None:
-    wheels = sorted(glob.glob(os.path.join(os.environ.get("ICML25_PIP_WHEELS", "/usr/share/python-wheels"),
-                                           "pip-*.whl")))
+    wheels = sorted(glob.glob(os.path.join(WHEELS, "pip-*.whl")))
     return wheels[-1] if wheels else None
 
 
@@ -46,7 +46,7 @@ def main(target: str) -> None:
     wheel = pip_wheel()
     if wheel is None:
         fail(f"Python {ver} has no ensurepip (its venv cannot install pip) and no pip wheel was found in "
-             f"{os.environ.get('ICML25_PIP_WHEELS', '/usr/share/python-wheels')}: apt-get install python{ver}-venv "
+             f"{WHEELS}: apt-get install python{ver}-venv "
              "(Debian/Ubuntu), or use a python.org / pyenv Python")
     venv.create(target, with_pip=False)
     py = os.path.join(target, "bin", "python")

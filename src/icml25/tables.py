@@ -97,7 +97,6 @@ def seeds_text(c: dict) -> str:
     return f"{c['n_seeds']} paired" if c.get("interval") else f"{c['n_seeds']} pooled"
 
 
-TABLE_VERDICTS = VERDICTS  # the verdicts the tables count, in the order they are stated
 SEEDS_CAP = 10_000  # seeds to decide: the search stops here ("> 10,000")
 
 
@@ -118,12 +117,12 @@ def floor_verdict(result: ClaimResult, values_a, values_b, floor: float, tol: fl
 
 
 def verdict_counts(claims: list[dict]) -> dict[str, int]:
-    return {v: sum(c["verdict"] == v for c in claims) for v in TABLE_VERDICTS}
+    return {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
 
 
 def counts_text(counts: dict[str, int]) -> str:
     """'37 holds, 23 fails, 42 inconclusive, 0 n.a. (floor), 10 n.a.' (ends with its own period)."""
-    return ", ".join(f"{counts.get(v, 0)} {v}" for v in TABLE_VERDICTS)
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
 
 
 def _sentence(text: str) -> str:

@@ -19,6 +19,11 @@ CONFIDENCE = 0.95
 INTERVAL_KIND = "paired t, 95%"
 
 
+# n.a. (floor): both compared arms sit on a floor (chance, 0 %, the untrained model), so the comparison cannot
+# speak to the claim; counted apart from a missing result (n.a.). See tables.floor_verdict.
+FLOOR = "n.a. (floor)"
+
+
 def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
     from scipy import stats
 
@@ -56,7 +61,7 @@ def check_consistent(verdict: str, margin: float | None, interval: tuple[float, 
         if verdict == "inconclusive":
             raise ValueError("'inconclusive' needs a margin and an interval that covers 0")
         return
-    if verdict in ("n.a.", "n.a. (floor)"):  # the margin stays on the record; it decides nothing
+    if verdict in ("n.a.", FLOOR):  # the margin stays on the record; it decides nothing
         return
     want = verdict_for(margin, interval)
     if verdict != want:

@@ -78,13 +78,20 @@ def expected(root: Path, study: str, scale: str = "mini") -> dict[str, str]:
     return out
 
 
-def _with_line(text: str, heading: str, line: str) -> str:
+def _replace_marked(lines: list[str], line: str) -> bool:
+    """Put `line` in place of the first line that ends with its marker; False where none does."""
     mark = line[line.rindex("<!--"):]
-    lines = text.splitlines()
     for i, ln in enumerate(lines):
         if ln.endswith(mark):
             lines[i] = line
-            return "\n".join(lines) + "\n"
+            return True
+    return False
+
+
+def _with_line(text: str, heading: str, line: str) -> str:
+    lines = text.splitlines()
+    if _replace_marked(lines, line):
+        return "\n".join(lines) + "\n"
     i = lines.index(heading)  # under the heading, before the section's text
     lines[i + 1:i + 1] = ["", line]
     return "\n".join(lines) + "\n"
@@ -129,10 +136,7 @@ def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str
         return []
     text = path.read_text()
     lines = text.splitlines()
-    marked = [i for i, ln in enumerate(lines) if ln.endswith(COUNTS_MARK)]
-    if marked:
-        lines[marked[0]] = line
-    else:
+    if not _replace_marked(lines, line):
         heads = [i for i, ln in enumerate(lines) if ln.startswith(README_TABLE)]
         if not heads:
             return []

@@ -14,9 +14,7 @@ from typing import Any, Callable, Optional
 from . import evidence
 from .errors import UserError
 
-# n.a. (floor): both compared arms sit on a floor (chance, 0 %, the untrained model), so the comparison cannot
-# speak to the claim; counted apart from a missing result (n.a.). See tables.floor_verdict.
-FLOOR = "n.a. (floor)"
+FLOOR = evidence.FLOOR
 VERDICTS = ("holds", "fails", "inconclusive", FLOOR, "n.a.")
 
 
