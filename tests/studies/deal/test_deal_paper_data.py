@@ -317,3 +317,54 @@ def test_a_projector_that_does_not_match_the_data_stops_preprocess(tmp_path, fil
     S.download(cfg, raw)
     with pytest.raises(UserError, match="geometry does not match"):
         S.preprocess(cfg, raw, data)
+
+
+# ---- the full path's costs: each archive read once, the CT matrix built and normalised once -------------------
+
+def test_preprocess_opens_each_archive_once(staged, tmp_path, monkeypatch):
+    """Preprocess of three tasks over two archives opens each archive once (not once per member it reads), and
+    writes the same cases as before."""
+    from icml25.studies.deal import goujon_data as G
+    from icml25.studies.deal import study as S
+
+    cfg, _, raw, data, _ = staged
+    opened = []
+
+    class Counting(zipfile.ZipFile):
+        def __init__(self, file, *a, **k):
+            name = Path(getattr(file, "name", file)).name
+            if name.endswith(".zip"):  # the downloaded archives (np.load reads the written .npz files too)
+                opened.append(name)
+            super().__init__(file, *a, **k)
+
+    monkeypatch.setattr(G.zipfile, "ZipFile", Counting)
+    again = tmp_path / "data"
+    again.mkdir()
+    S.preprocess(cfg, raw, again)
+    assert sorted(opened) == ["CT_data.zip", "MRI_data.zip"]
+    for f in sorted((data / "paper_inverse").rglob("*.npz")):
+        with np.load(f) as a, np.load(again / f.relative_to(data)) as b:
+            assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files), f
+
+
+def test_ct_operator_holds_one_normalised_matrix_and_copies_it_once_per_device(monkeypatch):
+    """The operator keeps no host (scipy) copy of its matrix, only A = S/||S|| and A^T; `to` a device makes one
+    copy per device from those tensors (no rebuild, no second normalisation) and returns it on every later call."""
+    import scipy.sparse as sp
+
+    from icml25.studies.deal import inverse as I
+
+    op = I.OdlParallelBeamCT(16, 4, 12, 4.0)
+    assert not any(sp.issparse(v) for v in vars(op).values())
+    assert op.to("cpu") is op
+    monkeypatch.setattr(I, "_sparse", lambda *a, **k: pytest.fail("to() rebuilt the matrix"))
+    meta = op.to("meta")
+    assert meta is op.to("meta") and meta.S.device.type == "meta" and meta.St.device.type == "meta"
+    assert meta.S.shape == op.S.shape and meta.norm == op.norm and op.S.device.type == "cpu"
+    blur = I.O.Blur(I.O.gaussian_kernel(3, 1.0), (8, 8))  # the deblurring operator likewise
+    assert blur.to("cpu") is blur and blur.to("meta") is blur.to("meta")
+    # the unnormalised ray sums are ||S|| A x: the stored matrix times its norm
+    x = np.random.default_rng(0).random((16, 16))
+    got = I.apply_unnormalised(op, x)
+    ref = I._odl_ray_matrix(16, 4, 12, 4.0).astype(np.float64) @ x.reshape(-1)
+    assert np.allclose(got.reshape(-1), ref, rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@ image: data/paper_inverse/<task>/<val|test>/<name>.npz.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import zipfile
@@ -73,18 +74,19 @@ def mri_folder(task: dict) -> str:
     return f"{coil}_acc_{_num(task['acceleration'])}_cf_{_num(task['centre_fraction'])}_noisesd_{_num(task['noise'])}"
 
 
-def _members(raw_dir: Path) -> dict[str, tuple[Path, str]]:
-    """Every member path of the downloaded zip archives -> (archive, member)."""
-    out = {}
+@contextlib.contextmanager
+def _members(raw_dir: Path):
+    """Every member path of the downloaded zip archives -> (open archive, member): each archive is opened once
+    (its central directory read once) for all its members, and closed when the block ends."""
     zips = sorted((raw_dir / RAW).glob("*.zip"))
     if not zips:
         raise UserError(f"deal: no zip archive in {raw_dir / RAW}; run the download stage")
-    for z in zips:
-        with zipfile.ZipFile(z) as zf:
-            for name in zf.namelist():
-                if not name.endswith("/"):
-                    out[name] = (z, name)
-    return out
+    with contextlib.ExitStack() as stack:
+        out = {}
+        for z in zips:
+            zf = stack.enter_context(zipfile.ZipFile(z))
+            out.update((name, (zf, name)) for name in zf.namelist() if not name.endswith("/"))
+        yield out
 
 
 def _match(members: dict, pattern: str) -> dict[str, tuple[Path, str]]:
@@ -100,9 +102,8 @@ def _match(members: dict, pattern: str) -> dict[str, tuple[Path, str]]:
     return out
 
 
-def _read(where: tuple[Path, str]) -> bytes:
-    with zipfile.ZipFile(where[0]) as zf:
-        return zf.read(where[1])
+def _read(where: tuple[zipfile.ZipFile, str]) -> bytes:
+    return where[0].read(where[1])
 
 
 def _npy(where) -> np.ndarray:
@@ -157,18 +158,21 @@ def preprocess(cfg: dict, raw_dir: Path, out_dir: Path) -> list[str]:
 
     from . import inverse as INV
 
-    members = _members(raw_dir)
     inv = cfg["inverse"]
     names = []
+    with _members(raw_dir) as members:
+        for t in INV.enabled(cfg):
+            task = inv["tasks"][t]
+            for split in ("val", "test"):
+                cases = (ct_cases(members, split, task["noise_level"]) if task["kind"] == "ct"
+                         else mri_cases(members, split, task))
+                d = out_dir / SUBDIR / t / split
+                d.mkdir(parents=True, exist_ok=True)
+                for n, c in cases.items():
+                    np.savez(d / f"{n}.npz", **c)
+                    names.append(f"{t}/{split}/{n}")
     for t in INV.enabled(cfg):
         task = inv["tasks"][t]
-        for split in ("val", "test"):
-            cases = ct_cases(members, split, task["noise_level"]) if task["kind"] == "ct" else mri_cases(members, split, task)
-            d = out_dir / SUBDIR / t / split
-            d.mkdir(parents=True, exist_ok=True)
-            for n, c in cases.items():
-                np.savez(d / f"{n}.npz", **c)
-                names.append(f"{t}/{split}/{n}")
         if task["kind"] == "ct":
             write_json(out_dir / SUBDIR / t / "projector_check.json", check_ct(task, out_dir / SUBDIR / t / "val"))
     return names

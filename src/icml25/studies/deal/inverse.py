@@ -46,15 +46,18 @@ def cartesian_mask(n: int, acceleration: float, centre_fraction: float, rng) -> 
     return np.broadcast_to(cols[None, :], (n, n)).copy()
 
 
-class MRI:
+class MRI(O.OnDevice):
     """Single-coil Cartesian MRI: A x = M ⊙ F x (complex), A^T y = Re F^-1(M ⊙ y); ||A|| = 1."""
 
     def __init__(self, mask: np.ndarray, device=None):
         self.mask_np = np.asarray(mask, bool)
         self.M = torch.as_tensor(self.mask_np, dtype=torch.float32, device=device)
 
-    def to(self, device) -> "MRI":
-        return self if self.M.device == torch.device(device) else MRI(self.mask_np, device)
+    def device(self) -> torch.device:
+        return self.M.device
+
+    def copy_to(self, device) -> "MRI":
+        return MRI(self.mask_np, device)
 
     def A(self, x):
         return torch.fft.fft2(x, norm="ortho") * self.M
@@ -72,8 +75,8 @@ class MultiCoilMRI(MRI):
         self.smaps_np = np.asarray(smaps, np.complex64)
         self.S = torch.as_tensor(self.smaps_np, device=device)
 
-    def to(self, device) -> "MultiCoilMRI":
-        return self if self.M.device == torch.device(device) else MultiCoilMRI(self.mask_np, self.smaps_np, device)
+    def copy_to(self, device) -> "MultiCoilMRI":
+        return MultiCoilMRI(self.mask_np, self.smaps_np, device)
 
     def A(self, x):  # (B, 1, H, W) real -> (B, Nc, H, W) complex
         return torch.fft.fft2(x * self.S, norm="ortho") * self.M
@@ -120,7 +123,7 @@ def _sparse(S, device):
                                    check_invariants=True).coalesce()
 
 
-class ParallelBeamCT:
+class ParallelBeamCT(O.OnDevice):
     """A x = (S / ||S||) x on (B, 1, n, n) images -> (B, 1, views, n_det) sinograms; A^T = its transpose."""
 
     def __init__(self, n: int, views: int, device=None, normalise: bool = True):
@@ -130,16 +133,22 @@ class ParallelBeamCT:
         self.n, self.views, self.n_det = int(n), int(views), S.shape[0] // int(views)
         # the largest singular value (float64); the radon comparison uses normalise=False
         self.norm = float(svds(S, k=1, return_singular_vectors=False, random_state=0)[0]) if normalise else 1.0
-        self._S, self._device = S, device
-        self.S = _sparse(S / self.norm, device)
-        self.St = _sparse((S / self.norm).T, device)
+        self._set_matrix(S, device)
 
-    def to(self, device) -> "ParallelBeamCT":
-        if self.S.device == torch.device(device):
-            return self
-        new = object.__new__(ParallelBeamCT)
-        new.__dict__.update(self.__dict__)
-        new.S, new.St = _sparse(self._S / self.norm, device), _sparse((self._S / self.norm).T, device)
+    def _set_matrix(self, S, device):
+        """A = S / ||S|| and its transpose as torch sparse tensors, normalised once; the host matrix is not kept
+        (at the paper's 512 px it is GBs), and copies on other devices are made once each (`to`)."""
+        Sn = S / self.norm
+        self.S, self.St = _sparse(Sn, device), _sparse(Sn.T, device)
+
+    def device(self) -> torch.device:
+        return self.S.device
+
+    def copy_to(self, device) -> "ParallelBeamCT":
+        """A and A^T moved as they are: no rebuild, no second normalisation."""
+        new = object.__new__(type(self))
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_copies"})
+        new.S, new.St = self.S.to(device), self.St.to(device)
         return new
 
     def A(self, x):
@@ -209,9 +218,7 @@ class OdlParallelBeamCT(ParallelBeamCT):
         S = _odl_ray_matrix(int(n), int(views), int(n_det), float(half_width))
         self.n, self.views, self.n_det, self.theta = int(n), int(views), int(n_det), None
         self.norm = float(svds(S.astype(np.float64), k=1, return_singular_vectors=False, random_state=0)[0])
-        self._S, self._device = S, device
-        self.S = _sparse(S / self.norm, device)
-        self.St = _sparse((S / self.norm).T, device)
+        self._set_matrix(S, device)
 
 
 @lru_cache(maxsize=2)
@@ -227,8 +234,9 @@ def paper_ct(task: dict) -> OdlParallelBeamCT:
 
 
 def apply_unnormalised(op: ParallelBeamCT, im: np.ndarray) -> np.ndarray:
-    """S x in the data's units (a (views, n_det) sinogram) of one image."""
-    return np.asarray(op._S @ np.asarray(im, np.float64).reshape(-1)).reshape(op.views, op.n_det)
+    """S x in the data's units (a (views, n_det) sinogram) of one image: ||S|| A x, on the host in float64."""
+    x = torch.as_tensor(np.asarray(im, np.float64).reshape(-1, 1))
+    return (op.to("cpu").S.double() @ x).numpy().reshape(op.views, op.n_det) * op.norm
 
 
 # ---- one task: the operator and the measurement of one image ----------------------------------------------

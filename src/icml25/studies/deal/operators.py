@@ -35,16 +35,43 @@ def otf(kernel: np.ndarray, shape, device=None) -> torch.Tensor:
     return torch.as_tensor(np.fft.fft2(k), dtype=torch.complex64, device=device)
 
 
-class Blur:
+def _same_device(have: torch.device, want: torch.device) -> bool:
+    """`cuda` asks for the current GPU: a tensor on cuda:0 is there."""
+    return have.type == want.type and (want.index is None or have.index == want.index)
+
+
+class OnDevice:
+    """`to(device)` for the operators: itself when already there, else one copy per device, made on the first
+    call and reused by every later one (the solvers ask for the device on each image and hyperparameter)."""
+
+    def device(self) -> torch.device:
+        raise NotImplementedError
+
+    def copy_to(self, device: torch.device):
+        raise NotImplementedError
+
+    def to(self, device):
+        device = torch.device(device)
+        if _same_device(self.device(), device):
+            return self
+        copies = self.__dict__.setdefault("_copies", {})
+        if device not in copies:
+            copies[device] = self.copy_to(device)
+        return copies[device]
+
+
+class Blur(OnDevice):
     """y = k * x (circular) for images (B, c, h, w), each channel alike; `shape` is (h, w)."""
 
     def __init__(self, kernel: np.ndarray, shape, device=None):
         self.kernel, self.shape = kernel, tuple(shape)
         self.K = otf(kernel, shape, device)
 
-    def to(self, device) -> "Blur":
-        """The same blur with its transfer function on `device` (itself when already there)."""
-        return self if self.K.device == torch.device(device) else Blur(self.kernel, self.shape, device)
+    def device(self) -> torch.device:
+        return self.K.device
+
+    def copy_to(self, device) -> "Blur":
+        return Blur(self.kernel, self.shape, device)
 
     def A(self, x):
         return torch.fft.ifft2(torch.fft.fft2(x) * self.K).real
