@@ -163,7 +163,9 @@ def fit_base(cfg: dict, data_dir: Path, out_dir: Path) -> None:
     methods = set(cfg["methods"])
     calls = [(_ddpm_then_clean, (str(out_dir), cfg, str(data_dir)))]
     if methods & set(GNR_METHODS):
-        calls += [(_gnr_task, (str(out_dir), cfg, int(s), shape)) for s in cfg["seeds"]]
+        # with one base per seed (base_per_seed) this base serves one key seed only, so it trains that key's GNR
+        keys = [int(cfg["base_seed"])] if cfg.get("base_per_seed") else [int(s) for s in cfg["seeds"]]
+        calls += [(_gnr_task, (str(out_dir), cfg, s, shape)) for s in keys]
     results = runtime.run_tasks(calls, runtime.threads())
     rec = json.loads((Path(out_dir) / "base.json").read_text())
     rec["gnr"] = {str(r["seed"]): r["controls"] for r in results[1:]}
