@@ -16,7 +16,7 @@ PLUGINS := $(VENV)/cluster-plugins
 # Rules call the `icml25` CLI: the venv's bin must be on PATH for every Snakemake run, not only its python.
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 
-.PHONY: run test install install-cluster bench system-data system-code-review system-browser pull report reference verify clean
+.PHONY: run test install install-cluster install-full install-vllm bench system-data system-code-review system-browser pull report reference verify clean
 
 $(STAMP): pyproject.toml
 	# the system Python makes the venv, or stops with one line naming what to install (scripts/make_venv.py)
@@ -47,6 +47,43 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP) system-data system-code-review
+
+# The full scale's install (a GPU machine, x86_64 Linux, NVIDIA driver for CUDA 13.0): the same venv with
+# PyPI's CUDA torch 2.14.1 + torchvision 0.29.1 and the full-scale extras of envs/full-gpu.txt instead of the
+# CPU torch. pyproject.toml pins the CPU install's torch==2.13.0, so the project's other dependencies (from
+# pyproject.toml, the test extra's included) are installed constrained by envs/full-gpu.txt, then the project
+# itself --no-deps; then the CPU install's --no-deps packages (envs/full-gpu-nodeps.txt), the cluster plugins,
+# and a check that torch is a CUDA build and torchvision's ops load beside it. It marks the CPU install done as
+# well ($(STAMP)): a later `make run` / `make test` uses this venv as it is instead of reinstalling the CPU torch.
+# tests/test_full_imports.py lists which full-scale imports work on an install. vLLM: make install-vllm.
+FULL_STAMP := $(VENV)/.installed-full
+
+install-full: $(FULL_STAMP) system-data system-code-review
+
+$(FULL_STAMP): pyproject.toml envs/full-gpu.txt envs/full-gpu-nodeps.txt
+	test -x $(BIN)/python || $(PYTHON) scripts/make_venv.py $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r envs/full-gpu.txt
+	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; x = p["optional-dependencies"]; todo = ["test"]; [todo.extend(d[7:-1].split(",")) for n in todo for d in x[n] if d.startswith("icml25[")]; print("\n".join(d for d in p["dependencies"] + [d for n in todo for d in x[n]] if not d.startswith(("torch==", "icml25["))))' > $(VENV)/full-deps.txt
+	$(BIN)/pip install -q -r $(VENV)/full-deps.txt -c envs/full-gpu.txt
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --no-deps -r envs/full-gpu-nodeps.txt
+	$(BIN)/python scripts/cluster/plugins.py $(PLUGINS)
+	$(BIN)/python -c 'import torch, torchvision; assert torch.version.cuda, f"torch {torch.__version__} is a CPU build"; torchvision.ops.nms(torch.zeros(1, 4), torch.ones(1), 0.5); print("torch", torch.__version__, "CUDA", torch.version.cuda, "GPU", torch.cuda.is_available())'
+	touch $(STAMP) $(FULL_STAMP)
+
+# vLLM (ralu's `vllm serve` endpoint, code_review's VLLMEngine) in its own venv: every vLLM release pins its
+# own torch and a transformers below the project's (envs/full-gpu-vllm.txt says which).
+VLLM_VENV ?= .venv-vllm
+
+install-vllm: $(VLLM_VENV)/.installed-vllm
+
+$(VLLM_VENV)/.installed-vllm: envs/full-gpu-vllm.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) scripts/make_venv.py $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q -r envs/full-gpu-vllm.txt
+	$(VLLM_VENV)/bin/python -c 'import torch, vllm; assert torch.version.cuda, f"torch {torch.__version__} is a CPU build"; print("vllm", vllm.__version__, "torch", torch.__version__)'
+	touch $@
 
 # For runs on a cluster (profiles/slurm, profiles/cluster-generic): the plugins into the venv, kept there
 # by later installs (the .cluster mark).

@@ -4,8 +4,8 @@ Merge requests with one seeded key bug (a mutant the library's own tests kill) a
 sliced over tree-sitter ASTs, shown line-aware to N sampled reviewers (a small code LM trained in the
 pipeline), filtered (coarse thresholds, Top-k, Meta-Reviewer support >= 2, Validator) and scored with the
 paper's KBI / FAR / CPI / LSR. Methods: the four slicers with the full pipeline, the "standard LLM"
-analogue (one reviewer on the raw diff, no filter) and model-free baselines. Seeds are reviewer
-sampling seeds (the LM is trained once, in fit_base).
+analogue (one reviewer on the raw diff, no filter) and model-free baselines. Seed k is reviewer
+sampling seed k and, at mini (base_per_seed), the reviewer LM trained in fit_base with seed k.
 """
 from __future__ import annotations
 
@@ -121,21 +121,24 @@ def fit_base(cfg, data_dir, out_dir):
     from . import reviewer_lm as R
 
     t, m = cfg["train"], cfg["model"]
-    if (cfg.get("engine") or {}).get("kind") == "vllm":   # full scale: the served LLM is not trained here
+    from .engines import SERVED
+
+    if (cfg.get("engine") or {}).get("kind") in SERVED:   # full scale: the served LLM is not trained here
         (Path(out_dir) / "engine.json").write_text(json.dumps(cfg["engine"]))
         return
-    torch.manual_seed(int(t["seed"]))
+    seed = int(cfg.get("base_seed", t["seed"]))   # base_per_seed: run seed k's reviewer LM is base k
+    torch.manual_seed(seed)
     texts = _pretrain_texts(Path(data_dir))
     all_mrs = D.load(data_dir)   # only their lengths: the largest line number a marker token must cover
     max_line = max(len(mr["text"].split("\n")) for mr in all_mrs) + int(m.get("line_slack", 100))
     tok = R.train_tokenizer(texts, int(m["vocab"]), Path(out_dir), max_line)
     model = R.build_model(tok, m)
-    pre = R.pretrain(model, tok, texts, t, int(t["seed"]))
+    pre = R.pretrain(model, tok, texts, t, seed)
     train_mrs = [mr for mr in all_mrs if mr["split"] == "train"]
     n_tok = lambda s: len(tok.encode(s).ids)
     ex = P.training_examples(train_mrs, cfg["train"]["slicers"], cfg["train"]["formats"], n_tok,
-                             int(cfg["review"]["prompt_tokens"]), int(t["seed"]))
-    ft = R.finetune(model, tok, ex, t, int(t["seed"]), int(m["context"]))
+                             int(cfg["review"]["prompt_tokens"]), seed)
+    ft = R.finetune(model, tok, ex, t, seed, int(m["context"]))
     R.save(model, Path(out_dir), Path(out_dir), {"n_examples": len(ex), "n_train_mrs": len(train_mrs),
                                                   "pretrain_loss": pre[-5:], "finetune_loss": ft[-5:]})
     (Path(out_dir) / "losses.json").write_text(json.dumps({"pretrain": pre, "finetune": ft}))
