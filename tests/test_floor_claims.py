@@ -57,3 +57,15 @@ def test_code_review_ties_at_zero_are_floor(claim_id):
     # a tie off the floor stays a fails: only two floors are n.a.
     assert _check("code_review", claim_id, _agg({hi: [20, 20, 20], lo: [20, 20, 20], **extra}), CR_CFG).verdict == "fails"
 
+
+
+SD_CFG = {"claims": {"primary": "cartpole"}, "agent": {}, "tasks": {"cartpole": {"widths": [64, 256]}}}
+
+
+def test_sparse_drl_dormant_tie_at_zero_is_floor():
+    cell = lambda m: (m, "cartpole_w256", "dormant_ratio")  # noqa: E731
+    check = lambda s, d: _check("sparse_drl", "dormant_ratio_primary", _agg({cell("sparse"): s, cell("dense"): d}), SD_CFG)  # noqa: E731
+    assert check([0, 0, 0], [0, 0, 0]).verdict == FLOOR
+    assert check([0.01, 0.0, 0.02], [0.20, 0.25, 0.22]).verdict == "holds"    # sparse less dormant: the claim
+    assert check([0.20, 0.25, 0.22], [0.01, 0.0, 0.02]).verdict == "fails"    # the arms swapped
+    assert check([0.1, 0.1, 0.1], [0.1, 0.1, 0.1]).verdict == "fails"         # a tie off the floor stays a fails

@@ -342,8 +342,13 @@ def claim_pathologies(role, only=None):
             unit = f"{only.replace('_', ' ')} ({'sparse - dense' if higher else 'dense - sparse'})"
         else:
             unit = "relative gap, worst diagnostic"
-        return ClaimResult.of(f"{name} w{hi}, sparse vs dense: " + "; ".join(parts), unit=unit,
-                              per_seed=evidence.combine(gaps, min))
+        result = ClaimResult.of(f"{name} w{hi}, sparse vs dense: " + "; ".join(parts), unit=unit,
+                                per_seed=evidence.combine(gaps, min))
+        if only == "dormant_ratio":  # no dormant unit in either net: the ratio's floor, a tie that cannot speak
+            from icml25.tables import floor_verdict
+
+            return floor_verdict(result, pair[0], pair[1], floor=0.0)
+        return result
 
     return check
 
