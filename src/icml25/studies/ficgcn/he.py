@@ -173,12 +173,16 @@ class Seal(Backend):
     """Real CKKS through Microsoft SEAL 4 (tenseal.sealapi), single thread.
 
     `levels` rescales are available; `scale_bits` is log2 Delta. `secure=True` asks SEAL to enforce 128-bit
-    security (HE standard bound on the modulus for the ring), which caps the levels at N = 8192."""
+    security (HE standard bound on the modulus for the ring), which caps the levels at N = 8192.
+
+    `seed` (an int) seeds SEAL's Blake2xb PRNG, which draws the keys and the encryption noise, so a run's
+    decrypted logits are the same bits every time; None keeps SEAL's default (seeded from the OS), as a
+    deployment must: a seeded PRNG is for reproducible research numbers, not for secrecy."""
 
     name = "seal"
 
     def __init__(self, ring: int = 8192, levels: int = 4, scale_bits: int = 30, edge_bits: int = 50,
-                 secure: bool = True, extra_keys=(), seed: int = 0):
+                 secure: bool = True, extra_keys=(), seed: int | None = None):
         try:
             import tenseal.sealapi as S
         except ImportError:
@@ -188,6 +192,8 @@ class Seal(Backend):
         p = S.EncryptionParameters(S.SCHEME_TYPE.CKKS)
         p.set_poly_modulus_degree(ring)
         p.set_coeff_modulus(S.CoeffModulus.Create(ring, [edge_bits] + [scale_bits] * levels + [edge_bits]))
+        if seed is not None:
+            p.set_random_generator(S.Blake2xbPRNGFactory([int(seed) % 2**64] + [0] * 7))
         sec = S.SEC_LEVEL_TYPE.TC128 if secure else S.SEC_LEVEL_TYPE.NONE
         self.ctx = S.SEALContext(p, True, sec)
         if not self.ctx.parameters_set():

@@ -67,8 +67,11 @@ def measure(cfg: dict, method: str, g: dict, W1, W2, probe: bool, cost_seal: dic
     return out
 
 
-def seal_run(cfg: dict, method: str, g: dict, W1, W2) -> dict:
-    """The method end to end on real SEAL CKKS; compares decrypted logits and op counts with the simulator."""
+def seal_run(cfg: dict, method: str, g: dict, W1, W2, seed: int | None = None) -> dict:
+    """The method end to end on real SEAL CKKS; compares decrypted logits and op counts with the simulator.
+
+    `seed` seeds SEAL's PRNG (keys and encryption noise) when the config's `seal.seeded` is true (smoke and
+    mini: the noise-dependent errors are then the same bits on every run); else SEAL draws from the OS."""
     A, X = g["A"], g["X"]
     lay = layout(cfg, method, A, X.shape[1])
     dry = DryRun(lay.M)
@@ -76,14 +79,16 @@ def seal_run(cfg: dict, method: str, g: dict, W1, W2) -> dict:
     depth = int(dry.depth)
     sc = cfg["seal"]
     secure = sc.get("secure", "auto")
+    prng = int(seed) if seed is not None and sc.get("seeded", False) else None
     wall0, cpu0 = time.time(), time.process_time()
     try:
-        be = Seal(int(sc["ring"]), depth, int(sc["scale_bits"]), int(sc["edge_bits"]), secure is not False)
+        be = Seal(int(sc["ring"]), depth, int(sc["scale_bits"]), int(sc["edge_bits"]), secure is not False,
+                  seed=prng)
         is_secure = True
     except Exception:
         if secure is True:
             raise
-        be = Seal(int(sc["ring"]), depth, int(sc["scale_bits"]), int(sc["edge_bits"]), False)
+        be = Seal(int(sc["ring"]), depth, int(sc["scale_bits"]), int(sc["edge_bits"]), False, seed=prng)
         is_secure = False
     setup = time.time() - wall0
     t0, c0 = time.time(), time.process_time()

@@ -199,7 +199,7 @@ def train(cfg, method, seed, data_dir, base_dir, run_dir) -> dict:
         W1, W2 = load_weights(base_dir, name, seed)
         met = measure(cfg, method, gr, W1, W2, bool(g.get("probe", False)), cost)
         if method == "ficgcn" and name == cfg["seal"].get("graph"):
-            met.update(seal_run(cfg, method, gr, W1, W2))
+            met.update(seal_run(cfg, method, gr, W1, W2, seed))
         rows += [{"setting": name, "metric": k, "value": float(v)} for k, v in met.items()]
     return {"metrics": rows}
 
