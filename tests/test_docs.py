@@ -97,10 +97,12 @@ def test_readme_verdict_counts_match_the_records():
 def test_readme_verdict_counts_are_written_from_the_records(tmp_path):
     import json
 
-    (tmp_path / "README.md").write_text("# x\n\nText.\n\n| study | paper | status | verdicts |\n|---|---|---|---|\n")
+    (tmp_path / "README.md").write_text("# x\n\nText.\n\n| study | paper | status | verdicts at mini |\n|---|---|---|---|\n"
+                                        "| [`toy`](x) | Toy | done | typed by hand |\n| `gone` | G | - | kept |\n")
     ref = tmp_path / "reference" / "mini"
     ref.mkdir(parents=True)
-    claims = lambda *vs: {"study": "toy", "claims": [{"id": f"c{i}", "verdict": v} for i, v in enumerate(vs)]}
+    claims = lambda *vs: {"study": "toy", "claims": [{"id": f"c{i}", "verdict": v, "n_seeds": 3}
+                                                     for i, v in enumerate(vs)]}
     (ref / "toy.claims.json").write_text(json.dumps(claims("holds", "n.a. (floor)", "n.a.")))
     (ref / "two.claims.json").write_text(json.dumps(claims("inconclusive")))
     assert measured_lines.sync_readme(tmp_path, write=False) == ["README.md"]
@@ -108,6 +110,8 @@ def test_readme_verdict_counts_are_written_from_the_records(tmp_path):
     text = (tmp_path / "README.md").read_text()
     assert "all 4 claims of the 2 studies" in text and "**1 holds, 0 fails, 1 inconclusive, 1 n.a. (floor), 1 n.a.**" in text
     assert text.index("Text.") < text.index("claims.json -->") < text.index("| study |")
+    # the study's own cell comes from its claims.json; a row without one is left as typed
+    assert "| [`toy`](x) | Toy | done | 1 holds, 1 n.a. (floor), 1 n.a. (3 seeds) |" in text and "| kept |" in text
     assert measured_lines.sync_readme(tmp_path, write=False) == []
     (ref / "two.claims.json").write_text(json.dumps(claims("fails")))  # a refreshed reference
     measured_lines.sync_readme(tmp_path)

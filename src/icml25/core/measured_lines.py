@@ -3,8 +3,9 @@
     ## Cost              <- reference/<scale>/benchmark.csv (`icml25 bench` of the last all-studies run)
     ## Results at mini   <- reference/<scale>/verify.md     (`icml25 verify` of the last clean-clone run)
 
-and one line of the top-level README, above its studies table: the verdict counts of every claim in
-reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), written by `sync_readme`.
+and, in the top-level README (`sync_readme`), the line above its studies table: the verdict counts of every claim
+in reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), and in that table each study's
+"verdicts at <scale>" cell: its own claims' counts and seeds, from its claims.json.
 
 Each line ends with a marker naming its source (at the end: a line that starts with an HTML comment is an
 HTML block in Markdown, whose links and emphasis would not render); `icml25 docs` rewrites the marked lines (or
@@ -127,9 +128,41 @@ def counts_line(root: Path, scale: str = "mini") -> str | None:
             f"`reference/{scale}/*.claims.json`): **{counts}** {COUNTS_MARK}")
 
 
+def study_cell(claims: list[dict]) -> str:
+    """A study's verdicts for the README table: '2 holds, 1 inconclusive, 1 n.a. (3 seeds)' (zero counts left out;
+    the seeds are the most any claim rests on)."""
+    from .. import tables
+
+    counts = tables.verdict_counts(claims)
+    text = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    seeds = max((int(c.get("n_seeds") or 0) for c in claims), default=0)
+    return text + (f" ({seeds} seeds)" if seeds else "")
+
+
+def _table_cells(root: Path, lines: list[str], scale: str) -> None:
+    """Write each study row's "verdicts at <scale>" cell (the column so headed) from the study's claims.json."""
+    heads = [i for i, ln in enumerate(lines) if ln.startswith(README_TABLE)]
+    if not heads:
+        return
+    cols = [c.strip() for c in lines[heads[0]].strip().strip("|").split(" | ")]
+    want = f"verdicts at {scale}"
+    if want not in cols:
+        return
+    k = cols.index(want)
+    for i in range(heads[0] + 2, len(lines)):
+        if not lines[i].startswith("| "):
+            break
+        cells = [c.strip() for c in lines[i].strip().strip("|").split(" | ")]
+        study = cells[0].split("`")[1] if cells[0].count("`") >= 2 else cells[0]
+        path = Path(root) / "reference" / scale / f"{study}.claims.json"
+        if len(cells) == len(cols) and path.exists():
+            cells[k] = study_cell(json.loads(path.read_text())["claims"])
+            lines[i] = "| " + " | ".join(cells) + " |"
+
+
 def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str]:
-    """Rewrite (or only check) the README's verdict-count line: the marked line, else a new one above the studies
-    table. Returns ["README.md"] when it differs, else []."""
+    """Rewrite (or only check) the README's verdict-count line (the marked line, else a new one above the studies
+    table) and the table's per-study verdict cells. Returns ["README.md"] when it differs, else []."""
     path = Path(root) / "README.md"
     line = counts_line(root, scale)
     if line is None or not path.exists():
@@ -141,6 +174,7 @@ def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str
         if not heads:
             return []
         lines[heads[0]:heads[0]] = [line, ""]
+    _table_cells(root, lines, scale)
     new = "\n".join(lines) + "\n"
     if new == text:
         return []
