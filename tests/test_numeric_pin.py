@@ -31,6 +31,7 @@ def test_import_pins_every_library_and_a_chosen_value_wins(monkeypatch):
     read = _read_back({}, monkeypatch)
     assert read["aten_cpu_capability"] == "AVX2" and read["mkl_cnr"] == numeric_pin.expected_mkl_cnr("AVX2"), read
     assert read["openblas_core"] == "Haswell" and "avx512" not in read["onednn_conv"], read
+    assert read["numpy_simd"] not in numeric_pin.NPY_WIDE, read
     assert numeric_pin.mismatches(read) == []
     chosen = _read_back({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, monkeypatch)
     assert chosen["aten_cpu_capability"] == "DEFAULT" and chosen["mkl_cnr"] == "COMPATIBLE", chosen
@@ -54,6 +55,30 @@ def test_the_pin_changes_the_bits_it_is_meant_to(monkeypatch):
     assert pinned == bits(dict(numeric_pin.PINS)) != bits({"MKL_CBWR": "COMPATIBLE"})
 
 
+@x86
+def test_numpy_dispatch_pin_reaches_numpy(monkeypatch):
+    """numpy's own SIMD loops: with the pin its widest target is AVX2's X86_V3 or narrower; on a CPU with AVX-512
+    the unpinned process dispatches wider, and np.exp's bits and np.argsort's order of ties differ from the
+    pinned ones (measured on an AVX-512 Xeon), so the pin is what makes them the AVX2-only CPU's."""
+    code = ("import icml25, hashlib, json, numpy as np; from icml25.core import numeric_pin as p; "
+            "r = np.random.default_rng(0); a, x = r.integers(0, 20, 5000), r.standard_normal(100003); "
+            "h = lambda t: hashlib.sha256(np.ascontiguousarray(t).tobytes()).hexdigest(); "
+            "print(json.dumps([p.numpy_simd(), h(np.exp(x)), h(np.argsort(a))]))")
+    def run(env):
+        for var in numeric_pin.PINS:
+            monkeypatch.delenv(var, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                         check=True).stdout.strip().splitlines()[-1])
+    pinned, unpinned = run({}), run({"NPY_DISABLE_CPU_FEATURES": ""})
+    assert pinned[0] not in numeric_pin.NPY_WIDE, pinned
+    if reference.cpu_isa() == "avx512":
+        assert unpinned[0] in numeric_pin.NPY_WIDE and pinned[1:] != unpinned[1:], (pinned, unpinned)
+    else:  # an AVX2-only CPU runs the pinned path either way
+        assert pinned == unpinned
+
+
 def test_mkl_branch_expected_per_vendor(monkeypatch):
     """MKL honours MKL_CBWR=AVX2 on Intel CPUs only; elsewhere it runs AUTO (measured on an AMD EPYC)."""
     monkeypatch.setattr(numeric_pin, "cpu_vendor", lambda: "GenuineIntel")
@@ -67,9 +92,9 @@ def test_mkl_branch_expected_per_vendor(monkeypatch):
 
 def test_mismatches_names_each_library_off_the_pin():
     read = {"aten_cpu_capability": "AVX512", "mkl_cnr": "OFF", "onednn_isa": "Intel AVX-512 with AVX512BW",
-            "onednn_conv": "brg:avx512_core", "openblas_core": "SkylakeX"}
+            "onednn_conv": "brg:avx512_core", "openblas_core": "SkylakeX", "numpy_simd": "AVX512_ICL"}
     assert [m.split(":")[0] for m in numeric_pin.mismatches(read)] == [
-        "aten_cpu_capability", "mkl_cnr", "openblas_core", "onednn_isa", "onednn_conv"]
+        "aten_cpu_capability", "mkl_cnr", "openblas_core", "onednn_isa", "onednn_conv", "numpy_simd"]
     assert numeric_pin.mismatches({}) == []  # a stage that loaded no library asks none
 
 

@@ -119,6 +119,11 @@ def test_verify_names_a_kernel_mismatch(tmp_path):
     pin = {**stamp["machine"]["numeric_pin"], "MKL_CBWR": "AUTO"}
     path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "numeric_pin": pin}}))
     assert "MKL_CBWR AUTO (reference) vs AVX2" in reference.kernel_mismatch(root, "sand", "mini")
+    # a stamp from before numpy's dispatch pin: the same path where its CPU had no AVX-512, not where it had
+    pin = {k: v for k, v in stamp["machine"]["numeric_pin"].items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    for isa, named in (("avx2", False), ("avx512", True)):
+        path.write_text(json.dumps({**stamp, "machine": {**stamp["machine"], "numeric_pin": pin, "cpu_isa": isa}}))
+        assert ("NPY_DISABLE_CPU_FEATURES unset (reference)" in (reference.kernel_mismatch(root, "sand", "mini") or "")) == named
     # a stamp from before the BLAS pin on this CPU: the pins give its bits here (measured on an AMD Zen 2)
     del stamp["machine"]["numeric_pin"]
     path.write_text(json.dumps(stamp))

@@ -13,6 +13,11 @@ kernels must not depend on the CPU. Each library picks its own by CPU, and each 
                                  reports `CNR:AUTO` on an AMD EPYC for AVX2, AVX, SSE4_2)
   ONEDNN_MAX_CPU_ISA=AVX2        torch's oneDNN kernels (convolutions), which JIT for the widest ISA present
   OPENBLAS_CORETYPE=Haswell      numpy's / scipy's OpenBLAS, which picks AVX-512 kernels on CPUs that have them
+  NPY_DISABLE_CPU_FEATURES=X86_V4 AVX512_ICL AVX512_SPR
+                                 numpy's own SIMD loops (ufuncs, reductions, sorts), which dispatch to AVX-512 where
+                                 the CPU has it: measured on an AVX-512 Xeon, np.exp's bits and np.argsort's order
+                                 of ties change with it (so does ficgcn's RCM-ordered schedule); disabling the
+                                 AVX-512 targets leaves X86_V3 (AVX2), what an AVX2-only CPU runs
 
 Not pinned by default: MKL_CBWR=COMPATIBLE, the one branch Intel documents as the same on Intel and non-Intel
 CPUs. It is measured 2-3x slower on this project's models (docs/performance.md), which would put the mini far
@@ -36,7 +41,10 @@ PINS = {
     "MKL_CBWR": "AVX2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
+# numpy's dispatch targets wider than AVX2 (numpy 2.x names); a CPU without them ignores their disabling
+NPY_WIDE = ("X86_V4", "AVX512_ICL", "AVX512_SPR")
 
 
 def is_x86() -> bool:
@@ -107,7 +115,7 @@ def _field(text: str, key: str) -> str:
 def read_back() -> dict:
     """The kernels this process runs, asked of the libraries themselves (not of the environment): torch's CPU
     capability, MKL's CNR branch and oneDNN's ISA (from their verbose lines on one tiny matmul and one tiny
-    convolution), and the OpenBLAS core numpy loaded (threadpoolctl). Only libraries already loaded are asked,
+    convolution), the OpenBLAS core numpy loaded (threadpoolctl), and the widest SIMD target numpy dispatches to. Only libraries already loaded are asked,
     so a stage that never imported torch does not pay for it here."""
     out: dict = {}
     torch = sys.modules.get("torch")
@@ -136,7 +144,19 @@ def read_back() -> dict:
                                                      if i.get("internal_api") == "openblas"})) or "none loaded"
         except ImportError:
             out["openblas_core"] = "threadpoolctl absent"
+        out["numpy_simd"] = numpy_simd()
     return out
+
+
+def numpy_simd() -> str:
+    """The widest of numpy's dispatch targets that this process enables (X86_V3 is AVX2); 'not reported' where
+    numpy does not expose them."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:
+        return "not reported"
+    on = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
+    return on[-1] if on else "baseline"
 
 
 def mismatches(read: dict) -> list[str]:
@@ -146,4 +166,6 @@ def mismatches(read: dict) -> list[str]:
     out = [f"{k}: {read[k]} (pinned: {v})" for k, v in want.items() if k in read and read[k].lower() != v.lower()]
     out += [f"{k}: {read[k]} (pinned: AVX2 or narrower)" for k in ("onednn_isa", "onednn_conv")
             if "avx512" in read.get(k, "").lower().replace("-", "")]
+    if read.get("numpy_simd") in NPY_WIDE:
+        out.append(f"numpy_simd: {read['numpy_simd']} (pinned: X86_V3 or narrower)")
     return out
