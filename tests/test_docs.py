@@ -85,6 +85,12 @@ def test_measured_lines_are_written_from_the_records(tmp_path):
     assert measured_lines.sync(tmp_path, [study], write=False) != []
     measured_lines.sync(tmp_path, [study])
     assert "**999 CPU-s**" in page_path.read_text() and page_path.read_text().count("benchmark.csv -->") == 1
+    # a verify run that did not compare the study: its page says so instead of keeping an older run's words
+    (ref / "verify.md").write_text("| study | a | b | c | d | e | f |\n|---|---|---|---|---|---|---|\n"
+                                   "| other | Some CPU, abc | 40 | 0 | – | none | identical |\n")
+    measured_lines.sync(tmp_path, [study])
+    text = page_path.read_text()
+    assert "**not in the last verify run**" in text and "verdicts differ" not in text and text.count("verify.md -->") == 1
 
 
 def test_readme_verdict_counts_match_the_records():

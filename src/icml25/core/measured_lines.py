@@ -68,14 +68,29 @@ def verify_line(study: str, cells: list[str], scale: str) -> str:
             f"{what} against the reference from {ref}. {VERIFY_MARK}")
 
 
+def unverified_line(root: Path, study: str, scale: str) -> str:
+    """The verify line of a study that the last verify run did not compare (e.g. re-stamped after it)."""
+    stamp = Path(root) / "reference" / scale / f"{study}.stamp.json"
+    made = ""
+    if stamp.exists():
+        st = json.loads(stamp.read_text())
+        made = f" (made at {str(st.get('git_commit', '?'))[:10]} on {st.get('machine', {}).get('cpu', '?')})"
+    return (f"`make verify` from a clean clone ([reference/{scale}/verify.md]({REL}/{scale}/verify.md)): **not in the "
+            f"last verify run**; this study's reference{made} has not been rerun from scratch since. {VERIFY_MARK}")
+
+
 def expected(root: Path, study: str, scale: str = "mini") -> dict[str, str]:
-    """heading -> the line the records give (absent where the record has no row for the study)."""
+    """heading -> the line the records give (no cost line where benchmark.csv has no row for the study; a study
+    that verify.md does not list gets the line saying so)."""
     out = {}
-    b, v = _bench_rows(root, scale).get(study), _verify_rows(root, scale).get(study)
+    rows = _verify_rows(root, scale)
+    b, v = _bench_rows(root, scale).get(study), rows.get(study)
     if b:
         out["## Cost"] = cost_line(study, b, scale)
     if v:
         out[f"## Results at {scale}"] = verify_line(study, v, scale)
+    elif rows:
+        out[f"## Results at {scale}"] = unverified_line(root, study, scale)
     return out
 
 
