@@ -15,11 +15,16 @@ x86 = pytest.mark.skipif(reference.cpu_isa() not in ("avx2", "avx512"), reason="
 _READ = "import icml25, json, numpy, torch; from icml25.core import numeric_pin as p; print(json.dumps(p.read_back()))"
 
 
-def _read_back(env_over: dict, monkeypatch) -> dict:
+def _only(env_over: dict, monkeypatch) -> None:
+    """No pin variable in the environment but those of `env_over` (so `import icml25` sets the rest)."""
     for var in numeric_pin.PINS:
         monkeypatch.delenv(var, raising=False)
     for k, v in env_over.items():
         monkeypatch.setenv(k, v)
+
+
+def _read_back(env_over: dict, monkeypatch) -> dict:
+    _only(env_over, monkeypatch)
     out = subprocess.run([sys.executable, "-c", _READ], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -46,10 +51,7 @@ def test_the_pin_changes_the_bits_it_is_meant_to(monkeypatch):
             "a, b = torch.randn(257, 129, generator=g), torch.randn(129, 263, generator=g); "
             "print(hashlib.sha256((a @ b).numpy().tobytes()).hexdigest())")
     def bits(env):
-        for var in numeric_pin.PINS:
-            monkeypatch.delenv(var, raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
+        _only(env, monkeypatch)
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     pinned = bits({})
     assert pinned == bits(dict(numeric_pin.PINS)) != bits({"MKL_CBWR": "COMPATIBLE"})
@@ -65,10 +67,7 @@ def test_numpy_dispatch_pin_reaches_numpy(monkeypatch):
             "h = lambda t: hashlib.sha256(np.ascontiguousarray(t).tobytes()).hexdigest(); "
             "print(json.dumps([p.numpy_simd(), h(np.exp(x)), h(np.argsort(a))]))")
     def run(env):
-        for var in numeric_pin.PINS:
-            monkeypatch.delenv(var, raising=False)
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
+        _only(env, monkeypatch)
         return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                          check=True).stdout.strip().splitlines()[-1])
     pinned, unpinned = run({}), run({"NPY_DISABLE_CPU_FEATURES": ""})

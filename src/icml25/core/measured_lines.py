@@ -37,6 +37,11 @@ def _bench_rows(root: Path, scale: str) -> dict[str, dict]:
         return {r["study"]: r for r in csv.DictReader(f)}
 
 
+def _cells(line: str) -> list[str]:
+    """A Markdown table row's cells."""
+    return [c.strip() for c in line.strip().strip("|").split(" | ")]
+
+
 def _verify_rows(root: Path, scale: str) -> dict[str, list[str]]:
     """verify.md's table: study -> its cells (reference, compared, differ, largest, verdicts, result)."""
     path = Path(root) / "reference" / scale / "verify.md"
@@ -44,7 +49,7 @@ def _verify_rows(root: Path, scale: str) -> dict[str, list[str]]:
         return {}
     rows = {}
     for ln in path.read_text().splitlines():
-        cells = [c.strip() for c in ln.strip().strip("|").split(" | ")]
+        cells = _cells(ln)
         if ln.startswith("| ") and len(cells) == 7 and cells[0] not in ("study", "---"):
             rows[cells[0]] = cells[1:]
     return rows
@@ -159,7 +164,7 @@ def _table_cells(root: Path, lines: list[str], scale: str) -> None:
     heads = [i for i, ln in enumerate(lines) if ln.startswith(README_TABLE)]
     if not heads:
         return
-    cols = [c.strip() for c in lines[heads[0]].strip().strip("|").split(" | ")]
+    cols = _cells(lines[heads[0]])
     want = f"verdicts at {scale}"
     if want not in cols:
         return
@@ -167,7 +172,7 @@ def _table_cells(root: Path, lines: list[str], scale: str) -> None:
     for i in range(heads[0] + 2, len(lines)):
         if not lines[i].startswith("| "):
             break
-        cells = [c.strip() for c in lines[i].strip().strip("|").split(" | ")]
+        cells = _cells(lines[i])
         study = cells[0].split("`")[1] if cells[0].count("`") >= 2 else cells[0]
         path = Path(root) / "reference" / scale / f"{study}.claims.json"
         if len(cells) == len(cols) and path.exists():

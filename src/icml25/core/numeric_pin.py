@@ -41,10 +41,10 @@ PINS = {
     "MKL_CBWR": "AVX2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
-    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 # numpy's dispatch targets wider than AVX2 (numpy 2.x names); a CPU without them ignores their disabling
 NPY_WIDE = ("X86_V4", "AVX512_ICL", "AVX512_SPR")
+PINS["NPY_DISABLE_CPU_FEATURES"] = " ".join(NPY_WIDE)
 
 
 def is_x86() -> bool:
@@ -115,8 +115,8 @@ def _field(text: str, key: str) -> str:
 def read_back() -> dict:
     """The kernels this process runs, asked of the libraries themselves (not of the environment): torch's CPU
     capability, MKL's CNR branch and oneDNN's ISA (from their verbose lines on one tiny matmul and one tiny
-    convolution), the OpenBLAS core numpy loaded (threadpoolctl), and the widest SIMD target numpy dispatches to. Only libraries already loaded are asked,
-    so a stage that never imported torch does not pay for it here."""
+    convolution), the OpenBLAS core numpy loaded (threadpoolctl), and the widest SIMD target numpy dispatches to.
+    Only libraries already loaded are asked, so a stage that never imported torch does not pay for it here."""
     out: dict = {}
     torch = sys.modules.get("torch")
     if torch is not None:

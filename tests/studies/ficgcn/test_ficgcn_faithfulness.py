@@ -78,14 +78,20 @@ def test_every_kernel_computes_a_times_x(kernel):
         np.testing.assert_allclose(Y, A @ X, atol=1e-12)
 
 
+def _small_gcn(seed: int):
+    """Karate club, 4 features, a 4-3-2 GCN with small random weights, NOO layout at 256 slots (t = 2): fits SEAL's
+    ring 512 at 25-bit scale."""
+    A = _karate()
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((A.shape[0], 4)) * 0.5
+    W1, W2 = rng.standard_normal((4, 3)) * 0.5, rng.standard_normal((3, 2)) * 0.5
+    return A, X, W1, W2, od.layout_for("noo", A, 256, 2, 4)
+
+
 def test_simulator_and_seal_run_the_same_kernel():
     """Same numbers (|err| < 1e-3) and identical op counts, on real SEAL CKKS."""
     pytest.importorskip("tenseal")
-    A = _karate()
-    rng = np.random.default_rng(1)
-    X = rng.standard_normal((A.shape[0], 4)) * 0.5
-    W1, W2 = rng.standard_normal((4, 3)) * 0.5, rng.standard_normal((3, 2)) * 0.5
-    lay = od.layout_for("noo", A, 256, 2, 4)
+    A, X, W1, W2, lay = _small_gcn(1)
     sim = he.Simulator(256)
     r_sim = inf.infer(sim, "ficgcn", X, A, W1, W2, lay)
     seal = he.Seal(512, int(r_sim.counts["depth"]), 25, 40, secure=False)
@@ -101,11 +107,7 @@ def test_seeded_seal_gives_the_same_bits_and_another_seed_other_noise():
     """A seeded SEAL PRNG (keys + encryption noise) makes the decrypted logits reproducible bit for bit; a
     different seed draws different noise, and SEAL's default (OS-seeded) does too: the seed is really used."""
     pytest.importorskip("tenseal")
-    A = _karate()
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((A.shape[0], 4)) * 0.5
-    W1, W2 = rng.standard_normal((4, 3)) * 0.5, rng.standard_normal((3, 2)) * 0.5
-    lay = od.layout_for("noo", A, 256, 2, 4)
+    A, X, W1, W2, lay = _small_gcn(2)
     depth = int(inf.infer(he.Simulator(256), "ficgcn", X, A, W1, W2, lay).counts["depth"])
 
     def logits(seed):
