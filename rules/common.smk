@@ -11,6 +11,8 @@ from icml25.core import sweep as icsweep
 # `--config tracking=false` arrives as a string
 if isinstance(config.get("tracking"), str):
     config["tracking"] = config["tracking"].strip().lower() in ("true", "1", "yes")
+if isinstance(config.get("fork_server"), str):
+    config["fork_server"] = config["fork_server"].strip().lower() in ("true", "1", "yes")
 validate(config, "../config/config.schema.yaml")
 
 ROOT = Path(workflow.basedir)

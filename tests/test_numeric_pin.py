@@ -119,13 +119,18 @@ def _non_timing(root, study):
 
 def test_two_runs_give_identical_non_timing_numbers(smoke_tree, tmp_path):
     """A second, independent smoke run of one study (a fresh tree, its own download and training) gives every
-    non-timing number of the first bit for bit, and the same verdicts."""
+    non-timing number of the first bit for bit, and the same verdicts. The first ran its jobs in children of
+    the warm fork server (the default), the second each in a fresh interpreter (fork_server=false): the
+    server changes no number."""
     study = "lockin"
     assert study in SMOKE_TREE_STUDIES
     root = copy_workflow(tmp_path / "wf")
     git_init(root)
     snakemake(root, f"results/smoke/tables/{study}.md", "--config", "scale=smoke", f"studies=[{study}]",
-              "--cores", "2")
+              "fork_server=false", "--cores", "2")
+    records = lambda r: [json.loads(p.read_text())["forked"] for p in (r / "benchmarks").rglob("train/**/*.cpu.json")]
+    assert records(root) and not any(records(root))
+    assert any(records(smoke_tree))  # (a job that starts before the server listens runs fresh)
     a, b = _non_timing(smoke_tree, study), _non_timing(root, study)
     assert len(a) > 20
     pd.testing.assert_frame_equal(a, b, check_exact=True)

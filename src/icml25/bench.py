@@ -35,17 +35,18 @@ RUN_RULES = ("train", "evaluate")
 RECORD_SLACK_S = 300  # a record older than its .tsv by more than the job's wall s + this is stale
 
 
-def _recorded_cpu(tsv: Path, wall_s: float) -> float:
-    """The job's own CPU record beside its benchmark file, nan if absent or left by an earlier run."""
+def _recorded(tsv: Path, wall_s: float) -> dict:
+    """The job's own record beside its benchmark file ({} if absent or left by an earlier run)."""
     import json
 
     rec = tsv.with_name(tsv.stem + ".cpu.json")
     try:
         if rec.stat().st_mtime < tsv.stat().st_mtime - (0 if math.isnan(wall_s) else wall_s) - RECORD_SLACK_S:
-            return math.nan
-        return float(json.loads(rec.read_text())["cpu_s"])
+            return {}
+        got = json.loads(rec.read_text())
+        return {"cpu_s": float(got["cpu_s"]), "max_rss_mb": float(got.get("max_rss_mb", math.nan))}
     except (OSError, ValueError, KeyError, TypeError):
-        return math.nan
+        return {}
 
 
 def read(bench_dir: Path):
@@ -73,10 +74,13 @@ def read(bench_dir: Path):
             continue
         r = rec.iloc[-1]  # rules use no `repeat:`; a file holds one line
         num = lambda k: float(r[k]) if k in r and not pd.isna(r[k]) else math.nan
-        sampled, exact = num("cpu_time"), _recorded_cpu(f, num("s"))
+        own = _recorded(f, num("s"))
+        sampled, exact = num("cpu_time"), own.get("cpu_s", math.nan)
+        # a job forked by the warm server is not in the process tree Snakemake samples: its RSS is the record's
+        rss = own.get("max_rss_mb", math.nan)
         rows.append({"rule": rule, "study": study, "run": run, "wall_s": num("s"),
                      "cpu_s": sampled if math.isnan(exact) else exact, "cpu_s_sampled": sampled,
-                     "cpu_exact": not math.isnan(exact), "max_rss_mb": num("max_rss"),
+                     "cpu_exact": not math.isnan(exact), "max_rss_mb": num("max_rss") if math.isnan(rss) else rss,
                      "io_in_mb": num("io_in"), "io_out_mb": num("io_out"), "end": f.stat().st_mtime,
                      "file": str(f)})
     cols = ["rule", "study", "run", "wall_s", "cpu_s", "cpu_s_sampled", "cpu_exact", "max_rss_mb", "io_in_mb",
