@@ -28,8 +28,10 @@ include: "rules/sweep.smk"
 # and transformers again (≈ 4 CPU-s each); the numbers are the same. Off with --config fork_server=false.
 _FORK_SERVER = []
 
+# (only where the run has a job that imports torch: for a few light jobs its 4 CPU-s of preloading are not worth it)
 onstart:
-    if config.get("fork_server", True) and workflow.local_exec and not workflow.touch:
+    if (config.get("fork_server", True) and workflow.local_exec and not workflow.touch
+            and any(j.rule.name.startswith(("fit_base", "train", "evaluate")) for j in workflow.dag.needrun_jobs())):
         from icml25.core import forkserver
 
         _FORK_SERVER.append(forkserver.start(Path("logs/forkserver.log")))
