@@ -44,7 +44,8 @@ def _recorded(tsv: Path, wall_s: float) -> dict:
         if rec.stat().st_mtime < tsv.stat().st_mtime - (0 if math.isnan(wall_s) else wall_s) - RECORD_SLACK_S:
             return {}
         got = json.loads(rec.read_text())
-        return {"cpu_s": float(got["cpu_s"]), "max_rss_mb": float(got.get("max_rss_mb", math.nan))}
+        return {"cpu_s": float(got["cpu_s"]), "max_rss_mb": float(got.get("max_rss_mb", math.nan)),
+                "forked": bool(got.get("forked", False))}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -82,9 +83,9 @@ def read(bench_dir: Path):
                      "cpu_s": sampled if math.isnan(exact) else exact, "cpu_s_sampled": sampled,
                      "cpu_exact": not math.isnan(exact), "max_rss_mb": num("max_rss") if math.isnan(rss) else rss,
                      "io_in_mb": num("io_in"), "io_out_mb": num("io_out"), "end": f.stat().st_mtime,
-                     "file": str(f)})
+                     "forked": own.get("forked", False), "file": str(f)})
     cols = ["rule", "study", "run", "wall_s", "cpu_s", "cpu_s_sampled", "cpu_exact", "max_rss_mb", "io_in_mb",
-            "io_out_mb", "end", "file"]
+            "io_out_mb", "end", "forked", "file"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -213,6 +214,11 @@ def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
         + (f" Stages that import torch pay {torch_cpu:.2f} CPU s more (`import torch` alone, measured now)."
            if not math.isnan(torch_cpu) else ""),
     ]
+    n_forked = int(jobs.forked.sum()) if "forked" in jobs else 0
+    if n_forked:
+        notes.append(f"- **Fork server**: {n_forked} of {len(jobs)} jobs ran in children of the run's warm interpreter "
+                     "(`fork_server`, src/icml25/core/forkserver.py: torch, transformers, scipy, sklearn and pandas "
+                     "imported once), so they did not pay the torch import above; the others ran fresh.")
     if len(summ):
         notes.append(f"- Cross-study summary job: {summ.wall_s.sum():.1f} s wall, {summ.cpu_s.sum():.1f} CPU s "
                      "(in no study's row).")

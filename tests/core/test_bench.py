@@ -31,6 +31,8 @@ def test_rows_sums_and_critical_path(tmp_path):
     _tsv(b / "summary.tsv", 1, 0.7)
     # the job's own CPU record wins over Snakemake's sample; one left by an earlier run does not
     (b / "train" / "a" / "m1" / "seed0.cpu.json").write_text('{"cpu_s": 2.9}')
+    # a job the fork server forked: Snakemake sampled only its small recorder, so the record gives the RSS too
+    (b / "evaluate" / "a" / "m2" / "seed0.cpu.json").write_text('{"cpu_s": 1.5, "max_rss_mb": 450.0, "forked": true}')
     stale = b / "train" / "b" / "m1" / "seed0.cpu.json"
     stale.write_text('{"cpu_s": 99.0}')
     os.utime(stale, (time.time() - 3600,) * 2)
@@ -44,10 +46,11 @@ def test_rows_sums_and_critical_path(tmp_path):
     assert a.critical_path_s == 1 + 2 + 5 + (4 + 3) + 1
     assert bb.critical_path_s == 1 + 1 + 2 + 0.1 + 1
     assert math.isclose(a.cpu_s, 0.5 + 1 + 4 + 0.5 + 2 + 3 + 2.9 + 3.6 + 0.5 + 1.5)
-    assert math.isclose(a.cpu_s_sampled, a.cpu_s - 2.9 + 2.7) and a.exact_jobs == 1 and bb.exact_jobs == 0
+    assert math.isclose(a.cpu_s_sampled, a.cpu_s - 2.9 + 2.7) and bb.exact_jobs == 0
     assert math.isclose(a.cpu_s_train, 2.9 + 3.6) and a.cpu_s_fit_base == 4.0 and bb.cpu_s_fit_base == 0
     assert math.isclose(bb.cpu_s_train, 1.0)
-    assert a.peak_rss_mb == 300.0
+    assert a.peak_rss_mb == 450.0 and a.exact_jobs == 2
     assert math.isclose(a.startup_share, round(0.5 * 10 / a.cpu_s, 4))
     md = bench.markdown(table.reset_index(), jobs, "smoke", torch_cpu=2.5)
     assert "| a | 10 |" in md and "| b | 5 |" in md and "summary job: 1.0 s wall, 0.7 CPU s" in md
+    assert "**Fork server**: 1 of 16 jobs ran in children" in md
