@@ -224,6 +224,7 @@ def _child(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
         sys.argv = [str(Path(__file__).parents[1] / "cli.py"), *req["argv"]]
         if "numpy" in sys.modules:  # numpy's legacy global generator: fresh entropy, as in a new interpreter
             sys.modules["numpy"].random.seed()
+        _name(f"icml25:{req['argv'][0] if req['argv'] else ''}")  # what top shows for the job
         conn.settimeout(None)
         conn.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
         # the recorder gone (its job cancelled, Snakemake killed): this job goes too
@@ -261,6 +262,15 @@ def _exit_when_closed(conn: socket.socket) -> None:
     except OSError:
         pass
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _name(name: str) -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15])  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 def _die_with_parent(sig: int) -> None:
