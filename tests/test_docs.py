@@ -123,3 +123,23 @@ def test_readme_verdict_counts_are_written_from_the_records(tmp_path):
     measured_lines.sync_readme(tmp_path)
     text = (tmp_path / "README.md").read_text()
     assert "**1 holds, 1 fails, 0 inconclusive" in text and text.count("claims.json -->") == 1
+
+
+def test_readme_pipeline_line_is_written_from_the_run_record(tmp_path):
+    import json
+
+    (tmp_path / "README.md").write_text("# x\n\n| study | paper | status |\n|---|---|---|\n\nold words "
+                                        f"{measured_lines.PIPELINE_MARK}\n")
+    ref = tmp_path / "reference" / "mini"
+    ref.mkdir(parents=True)
+    (ref / "a.claims.json").write_text(json.dumps({"study": "a", "claims": [{"id": "c", "verdict": "holds"}]}))
+    run = {"studies": 19, "jobs": 1153, "span_s": 3725.4, "cpu_s": 7012.3, "busy": 0.941, "cores": 2,
+           "forked_jobs": 1100, "critical_path_s": 402.6, "critical_path_study": "satimp", "machine": "Some CPU",
+           "date": "2026-12-07", "commit": "abc1234"}
+    (ref / "benchmark.run.json").write_text(json.dumps(run))
+    measured_lines.sync_readme(tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "old words" not in text and text.count(measured_lines.PIPELINE_MARK) == 1
+    assert "all 19 studies** (1,153 jobs with the summary)" in text and "**1 h 2 min 5 s**" in text
+    assert "7,012 CPU-s kept the cores 94 % busy; 1,100 of the jobs ran in children" in text
+    assert "2026-12-07, Some CPU, 2 cores, commit abc1234" in text and "403 s (satimp)" in text

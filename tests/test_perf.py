@@ -128,6 +128,9 @@ def test_bench_table_builds_from_the_runs_benchmark_files(tree):
     assert f"| {STUDY} | {int(row.jobs)} |" in md and "start-up share" in md
     assert "**Run span**" in md and max(walls.values()) <= bench_mod.span(bench_mod.read(bench), 2)["span_s"]
     assert (out / "benchmark.png").stat().st_size > 1000
+    run = json.loads((out / "benchmark.run.json").read_text())  # the README's pipeline line is written from it
+    assert run["jobs"] == len(files) and run["studies"] == 1 and run["critical_path_study"] == STUDY
+    assert 0 < run["forked_jobs"] <= run["jobs"] and run["span_s"] >= max(walls.values()) and run["cores"] >= 1
 
 
 def test_run_span_is_first_start_to_last_end():

@@ -13,6 +13,7 @@ the study's job count, over the study's CPU s.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import resource
@@ -289,6 +290,32 @@ def write(root: Path, scale: str, out_dir: Path | None = None) -> dict:
     with atomic_path(out / "benchmark.csv", suffix=".csv") as tmp:
         table.to_csv(tmp, index=False)
     write_text(out / "benchmark.md", markdown(table, jobs, scale, torch_cpu))
+    write_text(out / "benchmark.run.json", json.dumps(run_record(root, table, jobs), indent=1) + "\n")
     figure(table, scale, out / "benchmark.png")
     return {"csv": out / "benchmark.csv", "md": out / "benchmark.md", "png": out / "benchmark.png",
-            "studies": studies}
+            "run": out / "benchmark.run.json", "studies": studies}
+
+
+def run_record(root: Path, table, jobs) -> dict:
+    """The whole run in one record (what the README's pipeline line is written from): its span, jobs, CPU,
+    the longest critical path, how many jobs were forked, the machine, the day and the commit."""
+    import datetime
+    import subprocess
+
+    from .core.reference import machine
+
+    cores = os.cpu_count() or 1
+    sp = span(jobs, cores)
+    crit = table.sort_values("critical_path_s").iloc[-1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"studies": int(len(table)), "jobs": int(len(jobs)), "span_s": round(sp["span_s"], 1),
+            "cpu_s": round(sp["cpu_s"], 1), "busy": round(sp["busy"], 4), "cores": cores,
+            "forked_jobs": int(jobs.forked.sum()) if "forked" in jobs else 0,
+            "critical_path_s": round(float(crit.critical_path_s), 1), "critical_path_study": str(crit.study),
+            "machine": machine()["cpu"],
+            "date": datetime.datetime.fromtimestamp(float(jobs.end.max()), datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "commit": commit}

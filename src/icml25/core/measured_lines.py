@@ -4,8 +4,9 @@
     ## Results at mini   <- reference/<scale>/verify.md     (`icml25 verify` of the last clean-clone run)
 
 and, in the top-level README (`sync_readme`), the line above its studies table: the verdict counts of every claim
-in reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), and in that table each study's
-"verdicts at <scale>" cell: its own claims' counts and seeds, from its claims.json.
+in reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), in that table each study's
+"verdicts at <scale>" cell: its own claims' counts and seeds, from its claims.json, and the whole-pipeline line:
+the last all-studies run's span, jobs and CPU from reference/<scale>/benchmark.run.json (`icml25 bench`).
 
 Each line ends with a marker naming its source (at the end: a line that starts with an HTML comment is an
 HTML block in Markdown, whose links and emphasis would not render); `icml25 docs` rewrites the marked lines (or
@@ -21,6 +22,7 @@ from pathlib import Path
 COST_MARK = "<!-- measured: benchmark.csv -->"
 VERIFY_MARK = "<!-- measured: verify.md -->"
 COUNTS_MARK = "<!-- measured: claims.json -->"
+PIPELINE_MARK = "<!-- measured: benchmark.run.json -->"
 README_TABLE = "| study | paper | status |"  # the README studies table's header row starts so
 REL = "../../../../reference"  # from src/icml25/studies/<study>/README.md
 
@@ -148,6 +150,28 @@ def counts_line(root: Path, scale: str = "mini") -> str | None:
             f"`reference/{scale}/*.claims.json`): **{counts}** {COUNTS_MARK}")
 
 
+def _duration(s: float) -> str:
+    h, rest = divmod(int(round(s)), 3600)
+    m, sec = divmod(rest, 60)
+    return (f"{h} h " if h else "") + f"{m} min {sec} s"
+
+
+def pipeline_line(root: Path, scale: str = "mini") -> str | None:
+    """The README's whole-pipeline line from reference/<scale>/benchmark.run.json (None where there is none)."""
+    path = Path(root) / "reference" / scale / "benchmark.run.json"
+    if not path.exists():
+        return None
+    r = json.loads(path.read_text())
+    forked = f"; {r['forked_jobs']:,} of the jobs ran in children of the warm fork server" if r.get("forked_jobs") else ""
+    commit = f", commit {r['commit']}" if r.get("commit") else ""
+    return (f"**The whole {scale} pipeline, all {r['studies']} studies** ({r['jobs']:,} jobs with the summary), in "
+            f"the last all-studies run ([reference/{scale}/benchmark.md](reference/{scale}/benchmark.md), {r['date']}, "
+            f"{r['machine']}, {r['cores']} cores{commit}): **{_duration(r['span_s'])}** from the first job's start to "
+            f"the last one's end; the jobs' {r['cpu_s']:,.0f} CPU-s kept the cores {100 * r['busy']:.0f} % busy"
+            f"{forked}; the longest critical path {r['critical_path_s']:.0f} s ({r['critical_path_study']}). "
+            f"{PIPELINE_MARK}")
+
+
 def study_cell(claims: list[dict]) -> str:
     """A study's verdicts for the README table: '2 holds, 1 inconclusive, 1 n.a. (3 seeds)' (zero counts left out;
     the seeds are the most any claim rests on)."""
@@ -195,6 +219,9 @@ def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str
             return []
         lines[heads[0]:heads[0]] = [line, ""]
     _table_cells(root, lines, scale)
+    pipe = pipeline_line(root, scale)
+    if pipe is not None:
+        _replace_marked(lines, pipe)
     new = "\n".join(lines) + "\n"
     if new == text:
         return []
