@@ -140,6 +140,10 @@ def serve(path: Path, target: str = "icml25.cli:main") -> None:
     finally:
         listener.close()
         Path(path).unlink(missing_ok=True)
+        try:
+            Path(path).parent.rmdir()  # start()'s private directory (left alone if anything else is in it)
+        except OSError:
+            pass
         print(f"forkserver {os.getpid()}: {served} jobs forked, own CPU {time.process_time():.1f} s", flush=True)
 
 
