@@ -26,8 +26,6 @@ include: "rules/sweep.smk"
 
 # Local runs: one warm interpreter forks every job (src/icml25/core/forkserver.py), so a job does not import torch
 # and transformers again (≈ 4 CPU-s each); the numbers are the same. Off with --config fork_server=false.
-_FORK_SERVER = []
-
 # (only where the run has a job that imports torch: for a few light jobs its 4 CPU-s of preloading are not worth it)
 onstart:
     if (config.get("fork_server", True) and workflow.local_exec and not workflow.touch
@@ -37,12 +35,10 @@ onstart:
         _FORK_SERVER.append(forkserver.start(Path("logs/forkserver.log")))
 
 onsuccess:
-    for _h in _FORK_SERVER:
-        _h.stop()
+    _stop_fork_server()
 
 onerror:
-    for _h in _FORK_SERVER:
-        _h.stop()
+    _stop_fork_server()
 
 
 rule all:

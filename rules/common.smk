@@ -9,11 +9,19 @@ from icml25.core import provenance
 from icml25.core import sweep as icsweep
 
 # `--config tracking=false` arrives as a string
-if isinstance(config.get("tracking"), str):
-    config["tracking"] = config["tracking"].strip().lower() in ("true", "1", "yes")
-if isinstance(config.get("fork_server"), str):
-    config["fork_server"] = config["fork_server"].strip().lower() in ("true", "1", "yes")
+for _flag in ("tracking", "fork_server"):
+    if isinstance(config.get(_flag), str):
+        config[_flag] = config[_flag].strip().lower() in ("true", "1", "yes")
 validate(config, "../config/config.schema.yaml")
+
+# the run's warm fork server, started in the Snakefile's onstart (src/icml25/core/forkserver.py)
+_FORK_SERVER = []
+
+
+def _stop_fork_server():
+    for h in _FORK_SERVER:
+        h.stop()
+
 
 ROOT = Path(workflow.basedir)
 SCALE = config["scale"]

@@ -38,8 +38,6 @@ RECORD_SLACK_S = 300  # a record older than its .tsv by more than the job's wall
 
 def _recorded(tsv: Path, wall_s: float) -> dict:
     """The job's own record beside its benchmark file ({} if absent or left by an earlier run)."""
-    import json
-
     rec = tsv.with_name(tsv.stem + ".cpu.json")
     try:
         if rec.stat().st_mtime < tsv.stat().st_mtime - (0 if math.isnan(wall_s) else wall_s) - RECORD_SLACK_S:
@@ -215,7 +213,7 @@ def markdown(table, jobs, scale: str, torch_cpu: float) -> str:
         + (f" Stages that import torch pay {torch_cpu:.2f} CPU s more (`import torch` alone, measured now)."
            if not math.isnan(torch_cpu) else ""),
     ]
-    n_forked = int(jobs.forked.sum()) if "forked" in jobs else 0
+    n_forked = int(jobs.forked.sum())
     if n_forked:
         notes.append(f"- **Fork server**: {n_forked} of {len(jobs)} jobs ran in children of the run's warm interpreter "
                      "(`fork_server`, src/icml25/core/forkserver.py: torch, transformers, scipy, sklearn and pandas "
@@ -314,7 +312,7 @@ def run_record(root: Path, table, jobs) -> dict:
         commit = None
     return {"studies": int(len(table)), "jobs": int(len(jobs)), "span_s": round(sp["span_s"], 1),
             "cpu_s": round(sp["cpu_s"], 1), "busy": round(sp["busy"], 4), "cores": cores,
-            "forked_jobs": int(jobs.forked.sum()) if "forked" in jobs else 0,
+            "forked_jobs": int(jobs.forked.sum()),
             "critical_path_s": round(float(crit.critical_path_s), 1), "critical_path_study": str(crit.study),
             "machine": machine()["cpu"],
             "date": datetime.datetime.fromtimestamp(float(jobs.end.max()), datetime.timezone.utc).strftime("%Y-%m-%d"),

@@ -334,17 +334,6 @@ def cmd_bench(ctx: Ctx, a) -> None:
     print(f"benchmark of {len(out['studies'])} studies: {out['md']}")
 
 
-def _die_with_parent() -> None:
-    """In the stage's child: get SIGKILL when the parent dies (Linux prctl PR_SET_PDEATHSIG), so that
-    killing a job's process (SIGKILL included) still ends its stage."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
-    except (OSError, AttributeError):
-        pass
-
 
 def _run_recorded(argv: list[str], record: Path) -> int:
     """Run the stage in a child process and, if it succeeds, write its CPU s to `record` as JSON.
@@ -374,7 +363,8 @@ def _run_recorded(argv: list[str], record: Path) -> int:
     forked = forkserver.run(rest)  # a child of the run's warm server, where one may take it
     if forked is None:
         proc = subprocess.Popen([sys.executable, "-m", "icml25.cli", *rest],
-                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                # in the child: SIGKILL when this recorder dies, so killing a job ends its stage
+                                preexec_fn=forkserver.die_with_parent if sys.platform.startswith("linux") else None)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # a cancelled job stops the stage too
             signal.signal(sig, lambda s, _f: proc.send_signal(s))
         rc = proc.wait()

@@ -2,7 +2,7 @@
 libraries again (issue 55: a job that builds a GPT-2 spends ≈ 4 CPU-s importing torch and transformers and ≈ 1 s
 tearing its interpreter down, before and after any work).
 
-Snakemake starts one server per local run (rules/common.smk, `onstart`) and stops it at the end. The server
+Snakemake starts one server per local run (the Snakefile's `onstart`) and stops it at the end. The server
 imports `icml25` (so the numeric pins are set as in a fresh job) and then PRELOAD, and does nothing else: no
 tensor op runs in it, so no BLAS or OpenMP thread pool exists when it forks. A job's recorder
 (`icml25 <stage> --cpu-record ...`, cli._run_recorded) sends its argv, cwd, environment and stdin/stdout/stderr
@@ -10,7 +10,7 @@ over a UNIX socket; the server forks; the child takes over those descriptors, cw
 stage exactly as `python -m icml25.cli` would, then reports its exit code and its own CPU (getrusage of the
 child, which starts at zero at fork) and exits without interpreter teardown, as multiprocessing's forked
 children do. The study's code and every number it computes are the same as in a fresh interpreter
-(tests/test_forkserver.py, and the smoke identity test runs one tree with the server and one without).
+(tests/core/test_forkserver.py, and the smoke identity test runs one tree with the server and one without).
 
 A recorder uses the server only where it is safe, else runs the stage in a fresh interpreter as before: no
 socket named in the environment, another host (a cluster job), or an environment that differs from the
@@ -104,7 +104,7 @@ def serve(path: Path, target: str = "icml25.cli:main") -> None:
     Each child calls `target` (module:function, given the argv list; the CLI's main unless a test names another)."""
     import importlib
 
-    _die_with_parent(signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)
     parent = os.getppid()
     # no BLAS / OpenMP pool may exist at fork; each child sets its own thread count (runtime.set_threads)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -268,22 +268,23 @@ def _exit_when_closed(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _prctl(option: int, arg) -> None:
+    """Linux prctl(2); a no-op where there is none."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, arg)
+    except (OSError, AttributeError):
+        pass
+
+
 def _name(name: str) -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15])  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
+    _prctl(15, name.encode()[:15])  # PR_SET_NAME
 
 
-def _die_with_parent(sig: int) -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Get `sig` when the parent dies (PR_SET_PDEATHSIG)."""
+    _prctl(1, int(sig))
 
 
 # ---- the Snakefile's side ----
