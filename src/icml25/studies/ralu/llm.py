@@ -224,7 +224,9 @@ def load_llm(cfg: dict, base_dir: Path | None, seed: int):
     spec = cfg["llm"]
     gen = cfg["generation"]
     if spec["kind"] == "local":
-        path = Path(spec["path"]) if spec.get("path") else Path(base_dir) / f"seed{seed if cfg['lm'].get('per_seed', True) else 0}"
+        # base_per_seed: base_dir is this seed's own base/seed<N>/; else the shared LM in base/seed0/
+        path = Path(spec["path"]) if spec.get("path") else (
+            Path(base_dir) if cfg.get("base_per_seed") else Path(base_dir) / "seed0")
         return LocalLM(path, gen["temperature"], gen["frequency_penalty"], gen.get("batch_size", 64))
     if spec["kind"] == "openai":
         return OpenAIChat(spec["base_url"], spec["model"], gen["temperature"], gen["frequency_penalty"],

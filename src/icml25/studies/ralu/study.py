@@ -94,10 +94,6 @@ def _needs_training(cfg) -> bool:
     return cfg["llm"]["kind"] == "local" and not cfg["llm"].get("path")
 
 
-def _lm_seeds(cfg) -> list[int]:
-    return list(cfg["seeds"]) if cfg["lm"].get("per_seed", True) else [0]
-
-
 def fit_base(cfg, data_dir: Path, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if not _needs_training(cfg):
@@ -108,13 +104,13 @@ def fit_base(cfg, data_dir: Path, out_dir: Path) -> None:
     from . import data, tinylm
 
     items = data.read_jsonl(data_dir / "train.jsonl")
-    info = {}
-    for s in _lm_seeds(cfg):
-        runtime.seed_everything(int(s))
-        d = out_dir / f"seed{s}"
-        d.mkdir(parents=True, exist_ok=True)
-        info[str(s)] = tinylm.train_lm(items, cfg, int(s), d)
-    write_json(out_dir / "info.json", info)
+    # base_per_seed (the DAG's fit_base_seed): this job trains seed base_seed's LM into its own base/seed<N>/;
+    # else one LM, seed 0's, in base/seed0/ serves every seed. Either way a run reads base/seed<N or 0>/.
+    seed = int(cfg.get("base_seed", 0)) if cfg.get("base_per_seed") else 0
+    runtime.seed_everything(seed)
+    d = out_dir if cfg.get("base_per_seed") else out_dir / "seed0"
+    d.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "info.json", {str(seed): tinylm.train_lm(items, cfg, seed, d)})
 
 
 def _lm_rows(cfg, seed, base_dir) -> list[dict]:
@@ -123,7 +119,7 @@ def _lm_rows(cfg, seed, base_dir) -> list[dict]:
     info = read_json(Path(base_dir) / "info.json")
     if info.get("external"):
         return [{"setting": "lm", "metric": "lm_params", "value": 0}]
-    i = info[str(seed if cfg["lm"].get("per_seed", True) else 0)]
+    i = info[str(seed if cfg.get("base_per_seed") else 0)]
     return [{"setting": "lm", "metric": "lm_params", "value": i["n_params"]},
             {"setting": "lm", "metric": "lm_train_cpu_s", "value": i["cpu_s"]},
             {"setting": "lm", "metric": "lm_final_loss", "value": i["curve"][-1][1]}]
