@@ -25,6 +25,41 @@ def test_reference_stamp_matches_code(name):
     assert why is None, why
 
 
+def _derived_refs():
+    return [(sc, p.name.removesuffix(".stamp.json")) for sc in reference.derived_scales(REPO, "mini")
+            for p in sorted((REPO / "reference" / sc).glob("*.stamp.json"))]
+
+
+@pytest.mark.parametrize("scale,name", _derived_refs())
+def test_derived_reference_stamp_matches_code(scale, name):
+    """reference/mini-x3/ (a budget-sweep scale's references, beside the mini's in the summary) is kept current
+    like the mini's: its stamp names the hashes of the derived config."""
+    why = reference.stale(REPO, name, scale)
+    assert why is None, why
+
+
+def test_summary_shows_a_derived_scale_beside_the_mini(tmp_path):
+    from icml25.core import measured_lines
+
+    root = copy_workflow(tmp_path / "wf")
+    _fake_tables(root, "sand", "mini", 0.45, "inconclusive")
+    reference.write(root, "sand", "mini")
+    assert "verdict at" not in (root / "reference" / "mini" / "summary.md").read_text()
+    _fake_tables(root, "sand", "mini-x3", 0.9, "holds")
+    reference.write(root, "sand", "mini-x3")  # also rewrites the mini summary, whose column reads it
+    assert reference.derived_scales(root, "mini") == ["mini-x3"]
+    assert reference.stale(root, "sand", "mini-x3") is None and reference.stale(root, "sand", "mini") is None
+    md = (root / "reference" / "mini" / "summary.md").read_text()
+    head = next(ln for ln in md.splitlines() if ln.startswith("| study |"))
+    row = next(ln for ln in md.splitlines() if ln.startswith("| sand |"))
+    assert head.rstrip(" |").endswith("verdict at mini-x3")
+    assert row.endswith("| inconclusive | – | holds: +0.4 acc, 1 pooled |"), row
+    assert ("1 holds, 0 fails, 0 inconclusive, 0 n.a. (floor), 0 n.a. over the 1 claims of sand; the same claims "
+            "at mini: 0 holds, 0 fails, 1 inconclusive") in md
+    line = measured_lines.counts_line(root, "mini")
+    assert "At mini-x3 (the budget knobs times 3, `reference/mini-x3/`), the 1 claims of sand: **1 holds" in line
+
+
 def _fake_tables(root: Path, study: str, scale: str, mean: float, verdict: str) -> None:
     t = root / "results" / scale / "tables"
     t.mkdir(parents=True, exist_ok=True)

@@ -318,23 +318,49 @@ def _claims_frame(claims: list[dict]):
                          for c in claims], columns=columns)
 
 
-def summary_markdown(records: list[dict], scale: str, trends: dict | None = None) -> str:
+def derived_cell(c: dict | None) -> str:
+    """A claim's cell at a derived budget scale: 'holds: +0.021 acc [+0.004, +0.046], 3 paired'; 'not run' (None)."""
+    if c is None:
+        return "not run"
+    return f"{c['verdict']}: {margin_text(c)}, {seeds_text(c)}"
+
+
+def _derived_sentence(name: str, scale: str, derived: dict, records: list[dict]) -> str:
+    """'At mini-x3 (...): <counts> over the N claims of <studies>; the same claims at mini: <counts>.'"""
+    studies = sorted({s for s, _ in derived})
+    same = [c for rec in records if rec["study"] in studies for c in rec["claims"]]
+    factor = name.rsplit("-x", 1)[-1]
+    return (f"\"Verdict at {name}\": the claim at the derived scale {name} (`snakemake all --config scale={name}`: "
+            f"the study's budget knobs, `scales.{scale}.sweep.knobs`, times {factor}, on the sweep's seeds; "
+            f"`reference/{name}/`): {counts_text(verdict_counts(list(derived.values())))} over the "
+            f"{len(derived)} claims of {', '.join(studies)}; the same claims at {scale}: "
+            f"{counts_text(verdict_counts(same))}.")
+
+
+def summary_markdown(records: list[dict], scale: str, trends: dict | None = None,
+                     derived: dict | None = None) -> str:
     """The summary page from the studies' claim records ({study, title, claims}). `trends`
-    ({(study, claim id): sentence}, from the budget sweeps present) adds a "with budget" column."""
+    ({(study, claim id): sentence}, from the budget sweeps present) adds a "with budget" column; `derived`
+    ({derived scale: {(study, claim id): claim record}}, e.g. the mini-x3 references) one "verdict at <scale>"
+    column per derived scale, so a reader sees beside each verdict what more compute does to it."""
     import pandas as pd
 
+    derived = {k: v for k, v in (derived or {}).items() if v}
     rows = []
     for rec in records:
         for c in rec["claims"]:
+            key = (rec["study"], c.get("id"))
             rows.append({"study": rec["study"], "paper": rec["title"], "claim": c["claim"],
                          "paper's figure": c["paper"], "ours": c["ours"], "margin [95% CI]": margin_text(c),
                          "seeds": seeds_text(c), "verdict": c["verdict"],
                          "seeds to decide": seeds_to_decide_text(c),
-                         "with budget": (trends or {}).get((rec["study"], c.get("id")), "no sweep")})
+                         "with budget": (trends or {}).get(key, "no sweep"),
+                         **{f"verdict at {name}": derived_cell(d.get(key)) for name, d in derived.items()}})
     columns = ["study", "paper", "claim", "paper's figure", "ours", "margin [95% CI]", "seeds", "verdict",
                "seeds to decide"]
     if trends:
         columns.append("with budget")
+    columns += [f"verdict at {name}" for name in derived]
     frame = pd.DataFrame(rows, columns=columns)
     counts = frame.verdict.value_counts().to_dict() if len(frame) else {}
     md = [
@@ -345,7 +371,8 @@ def summary_markdown(records: list[dict], scale: str, trends: dict | None = None
         "",
         "Verdicts: " + _sentence(counts_text(counts)) + " " + MARGIN_NOTE + " " + SEEDS_NOTE
         + (" \"With budget\": what the study's budget sweep (`results/" + scale + "/sweeps/`) does to the "
-           "claim, from its smallest to its largest factor." if trends else ""),
+           "claim, from its smallest to its largest factor." if trends else "")
+        + "".join(" " + _derived_sentence(name, scale, d, records) for name, d in derived.items()),
         "",
         _md_table(frame),
         "",

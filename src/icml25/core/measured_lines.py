@@ -139,15 +139,30 @@ def sync(root: Path, studies: list[str], scale: str = "mini", write: bool = True
 def counts_line(root: Path, scale: str = "mini") -> str | None:
     """The README's verdict-count line from reference/<scale>/*.claims.json (None where there are none)."""
     from .. import tables
+    from . import reference
 
     files = sorted((Path(root) / "reference" / scale).glob("*.claims.json"))
     if not files:
         return None
-    claims = [c for f in files for c in json.loads(f.read_text())["claims"]]
+
+    def by_study(d: Path) -> dict[str, list[dict]]:
+        return {f.name.removesuffix(".claims.json"): json.loads(f.read_text())["claims"]
+                for f in sorted(d.glob("*.claims.json"))}
+
+    recs = by_study(Path(root) / "reference" / scale)
+    claims = [c for cs in recs.values() for c in cs]
     counts = tables.counts_text(tables.verdict_counts(claims))
+    more = ""
+    for name in reference.derived_scales(root, scale):
+        at_recs = by_study(Path(root) / "reference" / name)
+        studies, at = sorted(at_recs), [c for cs in at_recs.values() for c in cs]
+        same = [c for st in studies for c in recs.get(st, [])]
+        more += (f" At {name} (the budget knobs times {name.rsplit('-x', 1)[-1]}, `reference/{name}/`), the "
+                 f"{len(at)} claims of {', '.join(studies)}: **{tables.counts_text(tables.verdict_counts(at))}**, "
+                 f"where at {scale} they are {tables.counts_text(tables.verdict_counts(same))}")
     return (f"Verdicts at {scale}, all {len(claims)} claims of the {len(files)} studies with reference results "
             f"([reference/{scale}/summary.md](reference/{scale}/summary.md), counted from "
-            f"`reference/{scale}/*.claims.json`): **{counts}** {COUNTS_MARK}")
+            f"`reference/{scale}/*.claims.json`): **{counts}**{more} {COUNTS_MARK}")
 
 
 def _duration(s: float) -> str:

@@ -114,7 +114,23 @@ def write(root: Path, study: str, scale: str = "mini") -> Path:
     (out / f"{study}.md").write_text(header + (src / f"{study}.md").read_text())
     (out / f"{study}.stamp.json").write_text(json.dumps(stamp, indent=2, sort_keys=True) + "\n")
     write_summary(root, scale)
+    base, factor = icfg.parse_scale(scale)
+    if factor > 1 and (ref_dir(root, base) / "summary.md").exists():
+        write_summary(root, base)  # its "verdict at <scale>" column reads this reference
     return out
+
+
+def derived_scales(root: Path, scale: str) -> list[str]:
+    """The budget-sweep scales `<scale>-x<f>` with references beside reference/<scale>/, by factor."""
+    found = []
+    for d in (Path(root) / "reference").glob(f"{scale}-x*"):
+        try:
+            base, factor = icfg.parse_scale(d.name)
+        except UserError:
+            continue
+        if base == scale and factor > 1 and any(d.glob("*.claims.json")):
+            found.append((factor, d.name))
+    return [name for _, name in sorted(found)]
 
 
 def write_summary(root: Path, scale: str = "mini") -> Path:
@@ -122,10 +138,18 @@ def write_summary(root: Path, scale: str = "mini") -> Path:
 
     out = ref_dir(root, scale)
     files = sorted(out.glob("*.claims.json"))
-    text = tables.summary_markdown([json.loads(f.read_text()) for f in files], scale)
-    stamps = [json.loads(f.with_name(f.name.replace(".claims.json", ".stamp.json")).read_text()) for f in files]
-    lines = ["", "## Stamps", "", "| study | config hash | code hash | commit |", "|---|---|---|---|"]
-    lines += [f"| {s['study']} | {s['config_hash']} | {s['code_hash']} | {s['git_commit']} |" for s in stamps]
+    derived = {}
+    for name in derived_scales(root, scale):
+        recs = [json.loads(f.read_text()) for f in sorted(ref_dir(root, name).glob("*.claims.json"))]
+        derived[name] = {(r["study"], c.get("id")): c for r in recs for c in r["claims"]}
+    text = tables.summary_markdown([json.loads(f.read_text()) for f in files], scale, derived=derived)
+    stamps = [json.loads(f.with_name(f.name.replace(".claims.json", ".stamp.json")).read_text())
+              for sc in (scale, *derived) for f in sorted(ref_dir(root, sc).glob("*.claims.json"))]
+    # the CPU column: references are compared where they were made (verify), and a derived scale's verdict
+    # beside the mini's is only a budget effect where both came from the same CPU
+    lines = ["", "## Stamps", "", "| study | scale | config hash | code hash | commit | CPU |", "|---|---|---|---|---|---|"]
+    lines += [f"| {s['study']} | {s['scale']} | {s['config_hash']} | {s['code_hash']} | {s['git_commit']} | "
+              f"{s['machine']['cpu']} ({s['machine'].get('cpu_isa', '?')}) |" for s in stamps]
     (out / "summary.md").write_text(text + "\n".join(lines) + "\n")
     return out / "summary.md"
 
