@@ -3,8 +3,10 @@ mean exp(logprob) recomputed by a forward pass; sampling streams do not depend o
 tokenizer round-trips gsm-lite text."""
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,32 @@ def units_text(program):
     from icml25.studies.ralu.units import cfg_units
 
     return cfg_units(program)
+
+
+def test_one_lm_per_seed_is_the_seed_own_and_the_one_its_runs_read(tmp_path, monkeypatch):
+    """base_per_seed (mini): fit_base for run seed k trains the LM with seed k into that seed's base dir, which
+    is the LM seed k's runs load; the shared mode trains seed 0's LM into base/seed0/ for every seed. Seeds 0
+    and 1 give different LMs; seed 0's per-seed LM is the shared one, weight for weight."""
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from icml25.studies.ralu import llm, study
+
+    monkeypatch.setattr(llm, "LocalLM", lambda path, *a, **k: Path(path))  # the path a run would load
+    train, _ = gsm_lite.split_templates(0.1, 0)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text(
+        "".join(json.dumps(it) + "\n" for it in gsm_lite.make_items(train, 20, 0, "t")))
+    cfg = {"lm": LM, "llm": {"kind": "local"}, "generation": {"temperature": 0.7, "frequency_penalty": 0.3}}
+    shared = tmp_path / "shared"
+    study.fit_base(cfg, tmp_path / "data", shared)
+    per = {k: tmp_path / f"seed{k}" for k in (0, 1)}
+    for k, d in per.items():
+        study.fit_base({**cfg, "base_per_seed": True, "base_seed": k}, tmp_path / "data", d)
+        assert set(json.loads((d / "info.json").read_text())) == {str(k)} and (d / "config.json").exists()
+        assert llm.load_llm({**cfg, "base_per_seed": True}, d, k) == d
+    assert llm.load_llm(cfg, shared, 1) == shared / "seed0"  # shared: every seed reads seed 0's LM
+    w = {k: GPT2LMHeadModel.from_pretrained(d).state_dict() for k, d in {**per, "s": shared / "seed0"}.items()}
+    assert all(torch.equal(w[0][n], w["s"][n]) for n in w[0])
+    assert not all(torch.equal(w[0][n], w[1][n]) for n in w[0])
