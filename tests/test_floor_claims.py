@@ -69,3 +69,25 @@ def test_sparse_drl_dormant_tie_at_zero_is_floor():
     assert check([0.01, 0.0, 0.02], [0.20, 0.25, 0.22]).verdict == "holds"    # sparse less dormant: the claim
     assert check([0.20, 0.25, 0.22], [0.01, 0.0, 0.02]).verdict == "fails"    # the arms swapped
     assert check([0.1, 0.1, 0.1], [0.1, 0.1, 0.1]).verdict == "fails"         # a tie off the floor stays a fails
+
+
+DB_CFG = {"claims": {"zs_margin": 0.05}, "methods": ["random", "clip", "dbeta_non3s", "dbeta"]}
+
+
+def test_dbeta_zero_shot_at_chance_is_floor():
+    """dbeta's zero-shot claims: every compared arm within zs_margin of AUC 0.5 on every seed is n.a. (floor);
+    an arm that does zero-shot moves the claim off the floor, and swapping the arms flips it."""
+    zs = lambda m: (m, "zs", "auc")  # noqa: E731
+    chance = {zs("random"): [0.54, 0.48, 0.51], zs("clip"): [0.48, 0.53, 0.52], zs("dbeta_non3s"): [0.49, 0.51, 0.53],
+              zs("dbeta"): [0.48, 0.54, 0.49]}   # the mini's per-seed AUCs, rounded
+    for cid in ("zs_dbeta_ge_clip", "zs_needs_contrastive"):
+        assert _check("dbeta", cid, _agg(chance), DB_CFG).verdict == FLOOR
+    learnt = {**chance, zs("dbeta"): [0.70, 0.72, 0.71]}
+    assert _check("dbeta", "zs_dbeta_ge_clip", _agg(learnt), DB_CFG).verdict == "holds"
+    swapped = {**chance, zs("clip"): [0.70, 0.72, 0.71]}
+    assert _check("dbeta", "zs_dbeta_ge_clip", _agg(swapped), DB_CFG).verdict == "fails"
+    # every contrastive arm doing zero-shot: the claim holds; one of them broken below chance: it fails (off the floor)
+    all_learnt = {**chance, **{zs(m): [0.70, 0.72, 0.71] for m in ("clip", "dbeta_non3s", "dbeta")}}
+    assert _check("dbeta", "zs_needs_contrastive", _agg(all_learnt), DB_CFG).verdict == "holds"
+    broken = {**all_learnt, zs("dbeta"): [0.40, 0.40, 0.40]}
+    assert _check("dbeta", "zs_needs_contrastive", _agg(broken), DB_CFG).verdict == "fails"
