@@ -125,6 +125,22 @@ def test_readme_verdict_counts_are_written_from_the_records(tmp_path):
     assert "**1 holds, 1 fails, 0 inconclusive" in text and text.count("claims.json -->") == 1
 
 
+def test_readme_cost_cells_are_written_from_the_benchmark(tmp_path):
+    import json
+
+    (tmp_path / "README.md").write_text("| study | paper | status | verdicts at mini | mini cost, last all-studies run |\n"
+                                        "|---|---|---|---|---|\n| [`toy`](x) | Toy | done | v | typed by hand |\n"
+                                        "| `gone` | G | - | v | kept |\n")
+    ref = tmp_path / "reference" / "mini"
+    ref.mkdir(parents=True)
+    (ref / "toy.claims.json").write_text(json.dumps({"study": "toy", "claims": [{"id": "c", "verdict": "holds"}]}))
+    (ref / "benchmark.csv").write_text("study,jobs,cpu_s,critical_path_s\ntoy,4,1234.5,552.0\n")
+    measured_lines.sync_readme(tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "| [`toy`](x) | Toy | done | 1 holds | 1,234 CPU-s, critical path 9.2 min |" in text  # from the records
+    assert "| `gone` | G | - | v | kept |" in text  # a study without a benchmark row keeps its cell
+
+
 def test_readme_pipeline_line_is_written_from_the_run_record(tmp_path):
     import json
 

@@ -5,7 +5,8 @@
 
 and, in the top-level README (`sync_readme`), the line above its studies table: the verdict counts of every claim
 in reference/<scale>/*.claims.json (what reference/<scale>/summary.md counts), in that table each study's
-"verdicts at <scale>" cell: its own claims' counts and seeds, from its claims.json, and the whole-pipeline line:
+"verdicts at <scale>" cell: its own claims' counts and seeds, from its claims.json, its "<scale> cost, last
+all-studies run" cell from reference/<scale>/benchmark.csv, and the whole-pipeline line:
 the last all-studies run's span, jobs and CPU from reference/<scale>/benchmark.run.json (`icml25 bench`).
 
 Each line ends with a marker naming its source (at the end: a line that starts with an HTML comment is an
@@ -198,25 +199,36 @@ def study_cell(claims: list[dict]) -> str:
     return text + (f" ({seeds} seeds)" if seeds else "")
 
 
+def cost_cell(r: dict) -> str:
+    """A study's cost in the README table, from its benchmark.csv row: '676 CPU-s, critical path 9.2 min'."""
+    return f"{float(r['cpu_s']):,.0f} CPU-s, critical path {float(r['critical_path_s']) / 60:.1f} min"
+
+
 def _table_cells(root: Path, lines: list[str], scale: str) -> None:
-    """Write each study row's "verdicts at <scale>" cell (the column so headed) from the study's claims.json."""
+    """Write each study row's "verdicts at <scale>" cell (the column so headed) from the study's claims.json, and
+    its "<scale> cost, last all-studies run" cell from reference/<scale>/benchmark.csv."""
     heads = [i for i, ln in enumerate(lines) if ln.startswith(README_TABLE)]
     if not heads:
         return
     cols = _cells(lines[heads[0]])
-    want = f"verdicts at {scale}"
+    want, cost = f"verdicts at {scale}", f"{scale} cost, last all-studies run"
     if want not in cols:
         return
-    k = cols.index(want)
+    k, c = cols.index(want), cols.index(cost) if cost in cols else None
+    bench = _bench_rows(root, scale)
     for i in range(heads[0] + 2, len(lines)):
         if not lines[i].startswith("| "):
             break
         cells = _cells(lines[i])
         study = cells[0].split("`")[1] if cells[0].count("`") >= 2 else cells[0]
         path = Path(root) / "reference" / scale / f"{study}.claims.json"
-        if len(cells) == len(cols) and path.exists():
+        if len(cells) != len(cols):
+            continue
+        if path.exists():
             cells[k] = study_cell(json.loads(path.read_text())["claims"])
-            lines[i] = "| " + " | ".join(cells) + " |"
+        if c is not None and study in bench:
+            cells[c] = cost_cell(bench[study])
+        lines[i] = "| " + " | ".join(cells) + " |"
 
 
 def sync_readme(root: Path, scale: str = "mini", write: bool = True) -> list[str]:
