@@ -334,7 +334,7 @@ def _derived_sentence(name: str, scale: str, derived: dict, records: list[dict])
             f"the study's budget knobs, `scales.{scale}.sweep.knobs`, times {factor}, on the sweep's seeds; "
             f"`reference/{name}/`): {counts_text(verdict_counts(list(derived.values())))} over the "
             f"{len(derived)} claims of {', '.join(studies)}; the same claims at {scale}: "
-            f"{counts_text(verdict_counts(same))}.")
+            + _sentence(counts_text(verdict_counts(same))))
 
 
 def summary_markdown(records: list[dict], scale: str, trends: dict | None = None,
