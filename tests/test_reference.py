@@ -57,7 +57,7 @@ def test_summary_shows_a_derived_scale_beside_the_mini(tmp_path):
     assert ("1 holds, 0 fails, 0 inconclusive, 0 n.a. (floor), 0 n.a. over the 1 claims of sand; the same claims "
             "at mini: 0 holds, 0 fails, 1 inconclusive") in md
     line = measured_lines.counts_line(root, "mini")
-    assert "At mini-x3 (the budget knobs times 3, `reference/mini-x3/`), the 1 claims of sand: **1 holds" in line
+    assert "At mini-x3 (the budget knobs times 3, `reference/mini-x3/`), the 1 claims of sand (1 seed): **1 holds" in line
 
 
 def _fake_tables(root: Path, study: str, scale: str, mean: float, verdict: str) -> None:

@@ -158,8 +158,10 @@ def counts_line(root: Path, scale: str = "mini") -> str | None:
         at_recs = by_study(Path(root) / "reference" / name)
         studies, at = sorted(at_recs), [c for cs in at_recs.values() for c in cs]
         same = [c for st in studies for c in recs.get(st, [])]
+        seeds = lambda st: max((int(c.get("n_seeds") or 0) for c in at_recs[st]), default=0)  # noqa: E731
+        named = ", ".join(f"{st} ({seeds(st)} seed{'s' if seeds(st) != 1 else ''})" for st in studies)
         more += (f" At {name} (the budget knobs times {name.rsplit('-x', 1)[-1]}, `reference/{name}/`), the "
-                 f"{len(at)} claims of {', '.join(studies)}: **{tables.counts_text(tables.verdict_counts(at))}**, "
+                 f"{len(at)} claims of {named}: **{tables.counts_text(tables.verdict_counts(at))}**, "
                  f"where at {scale} they are {tables.counts_text(tables.verdict_counts(same))}")
     return (f"Verdicts at {scale}, all {len(claims)} claims of the {len(files)} studies with reference results "
             f"([reference/{scale}/summary.md](reference/{scale}/summary.md), counted from "
