@@ -325,15 +325,22 @@ def derived_cell(c: dict | None) -> str:
     return f"{c['verdict']}: {margin_text(c)}, {seeds_text(c)}"
 
 
-def _derived_sentence(name: str, scale: str, derived: dict, records: list[dict]) -> str:
-    """'At mini-x3 (...): <counts> over the N claims of <studies>; the same claims at mini: <counts>.'"""
+def derived_comparison(derived: dict, records: list[dict]) -> tuple[list[str], list[dict], list[dict]]:
+    """(studies, their claims at the derived scale, the same studies' claims at the base scale) for one derived
+    scale's {(study, claim id): claim} beside the base scale's claim records."""
     studies = sorted({s for s, _ in derived})
     same = [c for rec in records if rec["study"] in studies for c in rec["claims"]]
+    return studies, list(derived.values()), same
+
+
+def _derived_sentence(name: str, scale: str, derived: dict, records: list[dict]) -> str:
+    """'At mini-x3 (...): <counts> over the N claims of <studies>; the same claims at mini: <counts>.'"""
+    studies, at, same = derived_comparison(derived, records)
     factor = name.rsplit("-x", 1)[-1]
     return (f"\"Verdict at {name}\": the claim at the derived scale {name} (`snakemake all --config scale={name}`: "
             f"the study's budget knobs, `scales.{scale}.sweep.knobs`, times {factor}, on the sweep's seeds; "
-            f"`reference/{name}/`): {counts_text(verdict_counts(list(derived.values())))} over the "
-            f"{len(derived)} claims of {', '.join(studies)}; the same claims at {scale}: "
+            f"`reference/{name}/`): {counts_text(verdict_counts(at))} over the "
+            f"{len(at)} claims of {', '.join(studies)}; the same claims at {scale}: "
             + _sentence(counts_text(verdict_counts(same))))
 
 

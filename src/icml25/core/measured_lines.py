@@ -142,28 +142,21 @@ def counts_line(root: Path, scale: str = "mini") -> str | None:
     from .. import tables
     from . import reference
 
-    files = sorted((Path(root) / "reference" / scale).glob("*.claims.json"))
-    if not files:
+    records = reference.claim_records(root, scale)
+    if not records:
         return None
-
-    def by_study(d: Path) -> dict[str, list[dict]]:
-        return {f.name.removesuffix(".claims.json"): json.loads(f.read_text())["claims"]
-                for f in sorted(d.glob("*.claims.json"))}
-
-    recs = by_study(Path(root) / "reference" / scale)
-    claims = [c for cs in recs.values() for c in cs]
+    claims = [c for r in records for c in r["claims"]]
     counts = tables.counts_text(tables.verdict_counts(claims))
     more = ""
-    for name in reference.derived_scales(root, scale):
-        at_recs = by_study(Path(root) / "reference" / name)
-        studies, at = sorted(at_recs), [c for cs in at_recs.values() for c in cs]
-        same = [c for st in studies for c in recs.get(st, [])]
-        seeds = lambda st: max((int(c.get("n_seeds") or 0) for c in at_recs[st]), default=0)  # noqa: E731
-        named = ", ".join(f"{st} ({seeds(st)} seed{'s' if seeds(st) != 1 else ''})" for st in studies)
+    for name, derived in reference.derived_claims(root, scale).items():
+        studies, at, same = tables.derived_comparison(derived, records)
+        seeds = {st: max((int(c.get("n_seeds") or 0) for (s, _), c in derived.items() if s == st), default=0)
+                 for st in studies}
+        named = ", ".join(f"{st} ({n} seed{'s' if n != 1 else ''})" for st, n in seeds.items())
         more += (f" At {name} (the budget knobs times {name.rsplit('-x', 1)[-1]}, `reference/{name}/`), the "
                  f"{len(at)} claims of {named}: **{tables.counts_text(tables.verdict_counts(at))}**, "
                  f"where at {scale} they are {tables.counts_text(tables.verdict_counts(same))}")
-    return (f"Verdicts at {scale}, all {len(claims)} claims of the {len(files)} studies with reference results "
+    return (f"Verdicts at {scale}, all {len(claims)} claims of the {len(records)} studies with reference results "
             f"([reference/{scale}/summary.md](reference/{scale}/summary.md), counted from "
             f"`reference/{scale}/*.claims.json`): **{counts}**{more} {COUNTS_MARK}")
 

@@ -133,18 +133,30 @@ def derived_scales(root: Path, scale: str) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
+def claim_files(root: Path, scale: str) -> list[Path]:
+    """reference/<scale>/*.claims.json, by study."""
+    return sorted(ref_dir(root, scale).glob("*.claims.json"))
+
+
+def claim_records(root: Path, scale: str) -> list[dict]:
+    """The claim records ({study, title, claims}) of reference/<scale>/, by study."""
+    return [json.loads(f.read_text()) for f in claim_files(root, scale)]
+
+
+def derived_claims(root: Path, scale: str) -> dict[str, dict]:
+    """{derived scale: {(study, claim id): claim}} for the budget-sweep references beside reference/<scale>/."""
+    return {name: {(r["study"], c.get("id")): c for r in claim_records(root, name) for c in r["claims"]}
+            for name in derived_scales(root, scale)}
+
+
 def write_summary(root: Path, scale: str = "mini") -> Path:
     from .. import tables
 
     out = ref_dir(root, scale)
-    files = sorted(out.glob("*.claims.json"))
-    derived = {}
-    for name in derived_scales(root, scale):
-        recs = [json.loads(f.read_text()) for f in sorted(ref_dir(root, name).glob("*.claims.json"))]
-        derived[name] = {(r["study"], c.get("id")): c for r in recs for c in r["claims"]}
-    text = tables.summary_markdown([json.loads(f.read_text()) for f in files], scale, derived=derived)
+    derived = derived_claims(root, scale)
+    text = tables.summary_markdown(claim_records(root, scale), scale, derived=derived)
     stamps = [json.loads(f.with_name(f.name.replace(".claims.json", ".stamp.json")).read_text())
-              for sc in (scale, *derived) for f in sorted(ref_dir(root, sc).glob("*.claims.json"))]
+              for sc in (scale, *derived) for f in claim_files(root, sc)]
     # the CPU column: references are compared where they were made (verify), and a derived scale's verdict
     # beside the mini's is only a budget effect where both came from the same CPU
     lines = ["", "## Stamps", "", "| study | scale | config hash | code hash | commit | CPU |", "|---|---|---|---|---|---|"]
