@@ -91,3 +91,26 @@ def test_dbeta_zero_shot_at_chance_is_floor():
     assert _check("dbeta", "zs_needs_contrastive", _agg(all_learnt), DB_CFG).verdict == "holds"
     broken = {**all_learnt, zs("dbeta"): [0.40, 0.40, 0.40]}
     assert _check("dbeta", "zs_needs_contrastive", _agg(broken), DB_CFG).verdict == "fails"
+
+
+GM_CFG = {"distortions": ["rot15", "rot75", "crop75"], "detect": {"fpr": 0.01, "n_test": 100},
+          "claims": {"geometric": ["rot15", "rot75", "crop75"], "tpr_floor_tol": 0.01}}
+
+
+def test_gaussmarker_distortion_at_chance_leaves_the_worst_case():
+    """A distortion where GaussMarker, GS and TR all sit at chance (TPR@1%FPR ≈ 0.01) cannot rank them: it is left
+    out of the geometric claim's worst case; all distortions at chance is n.a. (floor); a broken fused arm fails."""
+    tpr = lambda m, d: (m, d, "tpr1")  # noqa: E731
+    chance = {tpr(m, d): [0.0, 0.01, 0.02] for m in ("gaussmarker", "gs", "tr") for d in ("rot15", "rot75", "crop75")}
+    assert _check("gaussmarker", "fused_beats_single_geometric", _agg(chance), GM_CFG).verdict == FLOOR
+    lifted = {**chance, tpr("gaussmarker", "rot15"): [0.60, 0.65, 0.62], tpr("tr", "rot15"): [0.50, 0.52, 0.49],
+              tpr("gaussmarker", "crop75"): [0.40, 0.45, 0.44], tpr("gs", "crop75"): [0.10, 0.12, 0.15]}
+    r = _check("gaussmarker", "fused_beats_single_geometric", _agg(lifted), GM_CFG)
+    assert r.verdict == "holds" and "rot75: every arm at chance" in r.ours
+    # the worst case is over rot15 and crop75 only: rot15's gaps (0.10, 0.13, 0.13) are the per-seed minima
+    assert r.margin == pytest.approx((0.10 + 0.13 + 0.13) / 3)
+    broken = {**lifted, tpr("gaussmarker", "rot15"): [0.0, 0.0, 0.01]}   # the fused arm broken on one distortion
+    assert _check("gaussmarker", "fused_beats_single_geometric", _agg(broken), GM_CFG).verdict == "fails"
+    # one arm off chance on rot75 keeps it in the worst case (GS detects there, GaussMarker does not)
+    gs_detects = {**lifted, tpr("gs", "rot75"): [0.30, 0.32, 0.31]}
+    assert _check("gaussmarker", "fused_beats_single_geometric", _agg(gs_detects), GM_CFG).verdict == "fails"

@@ -1,6 +1,7 @@
 """GaussMarker study glue: contract hooks over data.py / diffusion.py / experiment.py, the table and the claims."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -178,33 +179,50 @@ def _seeds(agg, m, d, metric):
 # ---- claims -------------------------------------------------------------------------------------------
 
 def _gap(agg, cfg, group):
-    """Per seed: min over the claim's distortions of TPR(GaussMarker) - max(TPR(GS), TPR(TR)); and the words."""
+    """Per seed: min over the claim's distortions of TPR(GaussMarker) - max(TPR(GS), TPR(TR)); the words; and
+    whether every distortion had all three arms at the chance floor. A distortion on which all three sit at
+    chance (TPR@1%FPR within `claims.tpr_floor_tol` of the 1 % FPR, every seed) cannot rank them, so it is left out
+    of the minimum and named (a rule added after the mini's rot75 read 0.00 for every arm: issue 57)."""
     settings = cfg.get("claims", {}).get(group) or (GEOMETRIC if group == "geometric" else PHOTOMETRIC)
     present = [d for d in settings if d in cfg["distortions"]]
     if not present:
         raise KeyError("distortions " + ", ".join(settings))
-    per_d, words = [], []
+    from icml25.tables import at_floor
+
+    chance = float(cfg["detect"].get("fpr", 0.01))
+    tol = float(cfg.get("claims", {}).get("tpr_floor_tol", 0.01))
+    per_d, floored, words = {}, [], []
     for d in present:
         gm, g, t = (_seeds(agg, m, d, "tpr1") for m in ("gaussmarker", "gs", "tr"))
         best = evidence.combine([g, t], max)
-        per_d.append(evidence.combine([gm, best], lambda v: v[0] - v[1]))
+        per_d[d] = evidence.combine([gm, best], lambda v: v[0] - v[1])
+        if at_floor(gm, g, chance, tol) and at_floor(t, t, chance, tol):
+            floored.append(d)
         mean = lambda x: sum(x.values()) / len(x)  # noqa: E731
         words.append(f"{d}: GM {mean(gm):.2f} vs GS {mean(g):.2f}, TR {mean(t):.2f}")
-    return evidence.combine(per_d, min), "; ".join(words)
+    kept = [d for d in present if d not in floored] or present
+    text = "; ".join(words)
+    if floored and len(kept) < len(present):
+        text += f" ({', '.join(floored)}: every arm at chance, left out of the worst case)"
+    return evidence.combine([per_d[d] for d in kept], min), text, len(floored) == len(present)
+
+
+def _floor(result: ClaimResult, all_floored: bool) -> ClaimResult:
+    return dataclasses.replace(result, verdict=evidence.FLOOR) if all_floored else result
 
 
 def claim_geometric(agg, cfg):
-    per_seed, words = _gap(agg, cfg, "geometric")
-    return ClaimResult.of(f"TPR@1%FPR {words}; margin = worst distortion's GM - max(GS, TR)", unit="TPR",
-                          per_seed=per_seed)
+    per_seed, words, floored = _gap(agg, cfg, "geometric")
+    return _floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst distortion's GM - max(GS, TR)", unit="TPR",
+                                 per_seed=per_seed), floored)
 
 
 def claim_no_loss(agg, cfg):
     tol = float(cfg.get("claims", {}).get("no_loss_tol", 0.02))
-    per_seed, words = _gap(agg, cfg, "photometric")
-    return ClaimResult.of(f"TPR@1%FPR {words}; margin = worst GM - max(GS, TR) + {tol:g} (tolerance: "
-                          f"{round(tol * int(cfg['detect']['n_test']))} of {cfg['detect']['n_test']} pairs)",
-                          unit="TPR", per_seed={s: v + tol for s, v in per_seed.items()})
+    per_seed, words, floored = _gap(agg, cfg, "photometric")
+    return _floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst GM - max(GS, TR) + {tol:g} (tolerance: "
+                                 f"{round(tol * int(cfg['detect']['n_test']))} of {cfg['detect']['n_test']} pairs)",
+                                 unit="TPR", per_seed={s: v + tol for s, v in per_seed.items()}), floored)
 
 
 def claim_lossless(agg, cfg):
