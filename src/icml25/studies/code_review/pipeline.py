@@ -3,6 +3,7 @@ Meta-Reviewer -> Validator; plus the training examples the reviewer LM is fine-t
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -156,3 +157,19 @@ def as_scored(mr: dict, comments: list[F.Comment], snips) -> dict:
     return {"key_line": mr["key_line"],
             "comments": [{"line": c.line, "valid": c.line in snips[c.slice].shown if snips else True}
                          for c in comments]}
+
+
+_MARK_RE = re.compile(r"(^|<\|cand\|>)([ +-])(\d+)\|", re.M)
+
+
+def shift_lines(prompt: str, target: str, rng: random.Random, max_line: int) -> tuple[str, str]:
+    """The example with every line number (markers of the snippet, the target's comments, the validator's
+    candidate) moved by one random offset, kept within 1..max_line (issue 57, our construction). The tiny
+    LM otherwise memorised the key lines of the training MRs by number (train KBI 90, test KBI ~0); with the
+    numbers moving, only the code can tell it which shown line to name. Training MRs only."""
+    nums = [int(m[2]) for m in _MARK_RE.findall(prompt + "\n" + target)]
+    if not nums:
+        return prompt, target
+    off = rng.randint(1 - min(nums), max(1 - min(nums), max_line - max(nums)))
+    sub = lambda s: _MARK_RE.sub(lambda m: f"{m[1]}{m[2]}{int(m[3]) + off}|", s)
+    return sub(prompt), sub(target)

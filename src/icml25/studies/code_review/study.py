@@ -10,6 +10,7 @@ sampling seed k and, at mini (base_per_seed), the reviewer LM trained in fit_bas
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 from icml25.core.errors import UserError
@@ -133,14 +134,20 @@ def fit_base(cfg, data_dir, out_dir):
     max_line = max(len(mr["text"].split("\n")) for mr in all_mrs) + int(m.get("line_slack", 100))
     tok = R.train_tokenizer(texts, int(m["vocab"]), Path(out_dir), max_line)
     model = R.build_model(tok, m)
+    if max_line and m.get("marker_init", False):
+        R.init_markers(model, tok, max_line, seed)
     pre = R.pretrain(model, tok, texts, t, seed)
     train_mrs = [mr for mr in all_mrs if mr["split"] == "train"]
     n_tok = lambda s: len(tok.encode(s).ids)
     ex = P.training_examples(train_mrs, cfg["train"]["slicers"], cfg["train"]["formats"], n_tok,
                              int(cfg["review"]["prompt_tokens"]), seed)
-    ft = R.finetune(model, tok, ex, t, seed, int(m["context"]))
+    if t.get("shift_lines", False):   # issue 57: random line-number offsets, so no key line is memorised by number
+        rng = random.Random(seed)
+        ex = [P.shift_lines(p, q, rng, max_line) for p, q in ex]
+    ft, copy_bias = R.finetune(model, tok, ex, t, seed, int(m["context"]), float(m.get("copy_init", 0.0)))
     R.save(model, Path(out_dir), Path(out_dir), {"n_examples": len(ex), "n_train_mrs": len(train_mrs),
-                                                  "pretrain_loss": pre[-5:], "finetune_loss": ft[-5:]})
+                                                  "pretrain_loss": pre[-5:], "finetune_loss": ft[-5:],
+                                                  "copy_bias": copy_bias})
     (Path(out_dir) / "losses.json").write_text(json.dumps({"pretrain": pre, "finetune": ft}))
 
 
@@ -370,7 +377,8 @@ STUDY = Study(
         "mini": "Debian's tinyxml2 9.0.0 (real C++, its xmltest driver: Pass 463, Fail 0) with seeded AST mutants "
                 "the driver kills on each of 3 runs (ASLR off), as multi-hunk MRs with benign edits; reviewer = a "
                 "2-layer GPT-2 (d=64, 256-token context) trained "
-                "in the pipeline on the corpus and training MRs (disjoint functions); N reviewers = N samples.",
+                "in the pipeline on the corpus and training MRs (disjoint functions), with a learned copy prior on "
+                "the line markers shown and random line-number offsets in training; N reviewers = N samples.",
         "full": "BugsC++ real faults as fault-introducing MRs; Llama-3.1-70B-Instruct through vLLM with the paper's "
                 "role prompts (not run here).",
     },
