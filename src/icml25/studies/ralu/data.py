@@ -35,7 +35,9 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def _splits(cfg):
     d = cfg["data"]
-    return gsm_lite.split_templates(float(d["held_out_frac"]), int(d["template_seed"]))
+    # n_clauses: the chain lengths of the templates (mini: 1-2 clauses, issue 57; the generator's default 2-3)
+    return gsm_lite.split_templates(float(d["held_out_frac"]), int(d["template_seed"]),
+                                    tuple(int(k) for k in d.get("n_clauses", (2, 3))))
 
 
 def download(cfg: dict, raw_dir: Path) -> None:
@@ -44,14 +46,14 @@ def download(cfg: dict, raw_dir: Path) -> None:
     raw_dir.mkdir(parents=True, exist_ok=True)
     d = cfg["data"]
     train_t, held_t = _splits(cfg)
-    if int(d.get("n_train", 0)) > 0:
-        _write_jsonl(raw_dir / "train_gsm_lite.jsonl", gsm_lite.make_items(train_t, int(d["n_train"]), int(d["seed"]), "train"))
+    eval_q: set = set()  # every gsm-lite evaluation question: the training items are drawn disjoint from them
     for name in d["sets"]:
         spec = d["eval_sets"][name]
         src = spec["source"]
         if src == "gsm_lite":
             ts = held_t if spec.get("held_out") else train_t
             rows = gsm_lite.make_items(ts, int(spec["n"]), int(spec["seed"]), f"{name}-")
+            eval_q |= {r["question"] for r in rows}
         elif src == "gsm_symbolic":
             try:
                 import reasoning_gym
@@ -72,6 +74,11 @@ def download(cfg: dict, raw_dir: Path) -> None:
             raise UserError(f"ralu: unknown eval-set source {src!r} "
                             "(gsm_lite | gsm_symbolic | url_jsonl | math_tar | evalplus)")
         _write_jsonl(raw_dir / f"{name}.jsonl", rows)
+    if int(d.get("n_train", 0)) > 0:
+        # short clause chains over small numbers repeat: a training item whose question is an evaluation
+        # question is dropped (and replaced), so no test question is ever trained on
+        _write_jsonl(raw_dir / "train_gsm_lite.jsonl",
+                     gsm_lite.make_items(train_t, int(d["n_train"]), int(d["seed"]), "train", exclude=eval_q))
 
 
 def gsm8k_answer(text: str) -> str:

@@ -77,9 +77,15 @@ def make_item(template: tuple[str, ...], rng: random.Random, uid: str) -> dict:
             "answer": scope["ans"]}
 
 
-def make_items(templates_: list, n: int, seed: int, prefix: str) -> list[dict]:
+def make_items(templates_: list, n: int, seed: int, prefix: str, exclude: set | None = None) -> list[dict]:
+    """n items; an item whose question is in `exclude` (the evaluation questions) is drawn again."""
     rng = random.Random(seed)
-    return [make_item(rng.choice(templates_), rng, f"{prefix}{i}") for i in range(n)]
+    out: list[dict] = []
+    while len(out) < n:
+        it = make_item(rng.choice(templates_), rng, f"{prefix}{len(out)}")
+        if not exclude or it["question"] not in exclude:
+            out.append(it)
+    return out
 
 
 # ---- corruptions (judge training) ------------------------------------------------------------------------

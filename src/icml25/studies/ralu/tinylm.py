@@ -80,6 +80,37 @@ def build_tokenizer(texts: list[str], out_dir: Path | None = None):
     return fast
 
 
+def batch_backward(model, batch: list, pad: int, micro: int = 1) -> tuple[float, int]:
+    """Backpropagate the batch's mean response-token loss; return (that loss, its token count).
+
+    The batch is sorted by length and cut into `micro` groups, each padded only to its own longest example:
+    the three roles' examples differ about 2x in length (a synthesis prompt holds the question and the whole
+    path), so one padded tensor spent about half its compute on padding. Each group's summed loss is divided
+    by the batch's token count, so the accumulated gradient is the one of the whole batch (the same examples
+    in every step; sorting only the groups, never which examples a step sees, keeps the batches mixed)."""
+    import torch
+
+    batch = sorted(batch, key=lambda b: len(b[0]))
+    n_total = sum(len(ids) - np_ for ids, np_ in batch)
+    k = max(1, min(int(micro), len(batch)))
+    bounds = [round(i * len(batch) / k) for i in range(k + 1)]
+    total = 0.0
+    for lo, hi in zip(bounds, bounds[1:]):
+        group = batch[lo:hi]
+        L = max(len(ids) for ids, _ in group)
+        x = torch.full((len(group), L), pad, dtype=torch.long)
+        y = torch.full((len(group), L), -100, dtype=torch.long)
+        for j, (ids, np_) in enumerate(group):
+            x[j, :len(ids)] = torch.tensor(ids)
+            y[j, np_:len(ids)] = torch.tensor(ids[np_:])  # loss on the response only
+        logits = model(input_ids=x).logits[:, :-1]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[:, 1:].reshape(-1),
+                                                 ignore_index=-100, reduction="sum") / n_total
+        loss.backward()
+        total += float(loss.detach())
+    return total, n_total
+
+
 def train_lm(items: list[dict], cfg: dict, seed: int, out_dir: Path) -> dict:
     """Train the tiny GPT-2 for `cfg['lm']['steps']` steps; save model + tokenizer; return its curve."""
     import torch
@@ -113,21 +144,14 @@ def train_lm(items: list[dict], cfg: dict, seed: int, out_dir: Path) -> dict:
     model.train()
     for step in range(steps):
         batch = [data[rng.randrange(len(data))] for _ in range(bs)]
-        L = max(len(ids) for ids, _ in batch)
-        x = torch.full((bs, L), conf.pad_token_id, dtype=torch.long)
-        y = torch.full((bs, L), -100, dtype=torch.long)
-        for j, (ids, np_) in enumerate(batch):
-            x[j, :len(ids)] = torch.tensor(ids)
-            y[j, np_:len(ids)] = torch.tensor(ids[np_:])  # loss on the response only
-        n_tok += int((y != -100).sum())
-        loss = model(input_ids=x, labels=y).loss
         opt.zero_grad()
-        loss.backward()
+        loss, n = batch_backward(model, batch, conf.pad_token_id, int(lm.get("micro", 1)))
+        n_tok += n
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
         if step % 20 == 0 or step == steps - 1:
-            curve.append((step, float(loss.detach())))
+            curve.append((step, loss))
     model.eval()
     model.save_pretrained(str(out_dir))
     return {"curve": curve, "cpu_s": time.process_time() - cpu0, "n_params": sum(p.numel() for p in model.parameters()),
