@@ -111,9 +111,12 @@ def floor_verdict(result: ClaimResult, values_a, values_b, floor: float, tol: fl
     """A claim check's `result`, relabelled n.a. (floor) when both compared arms sit on `floor` (`at_floor`),
     else `result` itself: a check returns `floor_verdict(ClaimResult.of(...), a, b, floor=0.5, tol=0.01)`.
     The margin and interval stay on the record as the evidence."""
-    if not at_floor(values_a, values_b, floor, tol):
-        return result
-    return dataclasses.replace(result, verdict=FLOOR)
+    return mark_floor(result, at_floor(values_a, values_b, floor, tol))
+
+
+def mark_floor(result: ClaimResult, floored: bool) -> ClaimResult:
+    """`result` relabelled n.a. (floor) when `floored` (the check decided its arms sit on a floor), else itself."""
+    return dataclasses.replace(result, verdict=FLOOR) if floored else result
 
 
 def verdict_counts(claims: list[dict]) -> dict[str, int]:

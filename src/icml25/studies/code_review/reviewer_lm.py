@@ -213,14 +213,16 @@ def finetune(model, tok, examples: list[tuple[str, str]], t: dict, seed: int, ct
 
 
 class _CopyPrior:
-    """generate()'s logits processor for the copy prior: + bias on the marker tokens of the prompt."""
+    """generate()'s logits processor for the copy prior: + bias on the marker tokens of the prompt. The prompt
+    does not change while decoding, so the addend is built once: `prompt_ids` [prompts, width], each row
+    repeated n times as generate() expands num_return_sequences (repeat_interleave)."""
 
-    def __init__(self, width: int, bias: float, mask):
-        self.width, self.bias, self.mask = width, bias, mask.float()
+    def __init__(self, prompt_ids, n: int, bias: float, mask):
+        shown = shown_markers(prompt_ids, prompt_ids >= 0, mask.float())
+        self.add = bias * shown.repeat_interleave(n, dim=0)
 
     def __call__(self, input_ids, scores):
-        return scores + self.bias * shown_markers(input_ids[:, :self.width],
-                                                  input_ids[:, :self.width] >= 0, self.mask)
+        return scores + self.add
 
 
 class Engine:
@@ -263,7 +265,7 @@ class Engine:
         torch.manual_seed(seed)
         from transformers import LogitsProcessorList
 
-        procs = LogitsProcessorList([_CopyPrior(width, self.copy_bias, self.markers)] if self.copy_bias else [])
+        procs = LogitsProcessorList([_CopyPrior(x, n, self.copy_bias, self.markers)] if self.copy_bias else [])
         with torch.no_grad():
             kw = dict(do_sample=True, temperature=temperature, top_k=0) if temperature > 0 else dict(do_sample=False)
             out = self.model.generate(x, attention_mask=att, max_new_tokens=self.max_new, num_return_sequences=n,

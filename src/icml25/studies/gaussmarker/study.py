@@ -1,7 +1,6 @@
 """GaussMarker study glue: contract hooks over data.py / diffusion.py / experiment.py, the table and the claims."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -202,27 +201,27 @@ def _gap(agg, cfg, group):
         words.append(f"{d}: GM {mean(gm):.2f} vs GS {mean(g):.2f}, TR {mean(t):.2f}")
     kept = [d for d in present if d not in floored] or present
     text = "; ".join(words)
-    if floored and len(kept) < len(present):
+    if len(kept) < len(present):
         text += f" ({', '.join(floored)}: every arm at chance, left out of the worst case)"
     return evidence.combine([per_d[d] for d in kept], min), text, len(floored) == len(present)
 
 
-def _floor(result: ClaimResult, all_floored: bool) -> ClaimResult:
-    return dataclasses.replace(result, verdict=evidence.FLOOR) if all_floored else result
-
-
 def claim_geometric(agg, cfg):
+    from icml25.tables import mark_floor
+
     per_seed, words, floored = _gap(agg, cfg, "geometric")
-    return _floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst distortion's GM - max(GS, TR)", unit="TPR",
-                                 per_seed=per_seed), floored)
+    return mark_floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst distortion's GM - max(GS, TR)", unit="TPR",
+                                      per_seed=per_seed), floored)
 
 
 def claim_no_loss(agg, cfg):
+    from icml25.tables import mark_floor
+
     tol = float(cfg.get("claims", {}).get("no_loss_tol", 0.02))
     per_seed, words, floored = _gap(agg, cfg, "photometric")
-    return _floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst GM - max(GS, TR) + {tol:g} (tolerance: "
-                                 f"{round(tol * int(cfg['detect']['n_test']))} of {cfg['detect']['n_test']} pairs)",
-                                 unit="TPR", per_seed={s: v + tol for s, v in per_seed.items()}), floored)
+    return mark_floor(ClaimResult.of(f"TPR@1%FPR {words}; margin = worst GM - max(GS, TR) + {tol:g} (tolerance: "
+                                      f"{round(tol * int(cfg['detect']['n_test']))} of {cfg['detect']['n_test']} pairs)",
+                                      unit="TPR", per_seed={s: v + tol for s, v in per_seed.items()}), floored)
 
 
 def claim_lossless(agg, cfg):
