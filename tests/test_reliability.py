@@ -48,9 +48,16 @@ def test_sigkill_mid_run_resumes_to_the_same_tables(tmp_path, smoke_tree):
             if "icml25 train" in cmd and time.time() - child.create_time() > 1.5:
                 victim = child
                 break
+        if victim is not None:
+            # freeze the run, so the chosen job cannot finish between being chosen and being killed;
+            # if it finished already, thaw and choose again
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if not (victim.is_running() and victim.status() != psutil.STATUS_ZOMBIE):
+                os.killpg(proc.pid, signal.SIGCONT)
+                victim = None
         time.sleep(0.2)
     assert victim is not None, "no training job was caught running"
-    victim.kill()                         # SIGKILL a training job ...
+    victim.kill()                         # SIGKILL a training job mid-run ...
     os.kill(proc.pid, signal.SIGKILL)     # ... and the snakemake process
     os.killpg(proc.pid, signal.SIGKILL)   # and whatever else it had started
     proc.wait()
